@@ -1,0 +1,11 @@
+"""The `transqueue` command line: one click group, with commands from small modules."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="transqueue")
+def main() -> None:
+    """Translate documents English→Chinese, in-process or on Celery workers."""
