@@ -1,0 +1,222 @@
+"""`transqueue submit/status/wait/fetch/jobs/cancel`: distributed jobs from the command line."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from producer.documents import DocumentError, ReadOptions
+from producer.jobs import (
+    STDIN,
+    JobGone,
+    check_output_names,
+    decode_source,
+    iter_documents,
+    output_name,
+    parse_source,
+    read_source,
+    split_records,
+    submit,
+    write_atomic,
+)
+from worker.config import ConfigError, Settings
+from worker.jobstore import CANCELLED, PARTIAL, JobInfo, JobStore
+
+STDIN_ORIGIN = "stdin"
+
+
+def cli_settings() -> Settings:
+    """Settings from the environment; a bad variable is a clean CLI error."""
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def cli_store() -> JobStore:
+    """The job store named by the environment."""
+    return JobStore.from_settings(cli_settings())
+
+
+def _info(store: JobStore, job_id: str) -> JobInfo:
+    info = store.info(job_id)
+    if info is None:
+        raise click.ClickException(f"no job {job_id} (unknown, or expired)")
+    return info
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+@click.command("submit")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory the translations are fetched to (required for files).")
+@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
+@click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
+def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...],
+                   reflow: bool) -> None:
+    """Queue PATH... (or JSONL on stdin with '-') for the workers; print the job id.
+
+    Equal sentences are sent once, and sentences translated before (by any job with the
+    same model) are taken from the translation memory.
+    """
+    options = ReadOptions(fields=fields, reflow=reflow)
+    try:
+        if "-" in paths:
+            if len(paths) > 1 or out is not None:
+                raise click.UsageError("'-' reads JSONL from stdin alone; "
+                                       "fetch writes it to stdout")
+            text = decode_source(STDIN, "jsonl", sys.stdin.buffer.read()).text
+            parsed, origin, out_dir = split_records(text, options), STDIN_ORIGIN, ""
+        else:
+            if out is None:
+                raise click.UsageError("--out DIR is required when submitting files")
+            sources = [read_source(Path(p)) for p in paths]
+            check_output_names(s.name for s in sources)
+            parsed = [(s, parse_source(s, options).segments) for s in sources]
+            origin, out_dir = "files", str(out.resolve())
+    except OSError as exc:
+        raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
+    except DocumentError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(submit(cli_store(), parsed, options, out=out_dir, origin=origin))
+
+
+@click.command("status")
+@click.argument("job_id")
+def status_command(job_id: str) -> None:
+    """Show a job's progress, rate, ETA, cache hits, dead letters and errors."""
+    store = cli_store()
+    info, now = _info(store, job_id), time.time()
+    rate = info.rate(now)
+    share = f"{100 * info.settled / info.total:.1f}%" if info.total else "100%"
+    lines = [
+        f"job          {info.job_id} ({info.origin})",
+        f"state        {info.state}",
+        f"documents    {info.documents}",
+        f"sentences    {info.done}/{info.total} distinct translated, {share} settled "
+        f"({info.segments} segments)",
+        f"cache hits   {info.hits}",
+        f"rate         {f'{rate:.1f} sentences/s' if rate else 'not started'}",
+        f"ETA          {_duration(info.eta(now))}",
+        f"dead letters {info.dead}",
+    ]
+    if info.out:
+        lines.append(f"output       {info.out}")
+    click.echo("\n".join(lines))
+    for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
+        click.echo(f"  sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} "
+                   f"deliveries): {letter.reason}\n    {letter.text!r}")
+    errors = store.errors(job_id)
+    click.echo(f"errors       {len(errors)}")
+    for error in errors:
+        click.echo(f"  chunk {error['chunk']} on {error['worker']}: {error['error']}")
+
+
+@click.command("wait")
+@click.argument("job_id")
+def wait_command(job_id: str) -> None:
+    """Show a progress bar until the job finishes (exit 1 if it has dead letters)."""
+    store = cli_store()
+    info = _info(store, job_id)
+    with tqdm(total=info.total, initial=info.settled, unit="sentence", desc=job_id) as bar:
+        while not info.finished and info.state != CANCELLED:
+            time.sleep(store.settings.poll_interval)
+            info = _info(store, job_id)
+            bar.set_postfix(hits=info.hits, dead=info.dead, refresh=False)
+            bar.update(info.settled - bar.n)
+    if info.state == CANCELLED:
+        raise click.ClickException(f"job {job_id} was cancelled")
+    if info.state == PARTIAL:
+        raise click.ClickException(f"job {job_id} finished with {info.dead} dead letters; "
+                                   f"see `transqueue status {job_id}`")
+
+
+@click.command("fetch")
+@click.argument("job_id")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write here instead of the directory given at submit.")
+@click.option("--follow", is_flag=True, help="Wait, writing documents in order as they finish.")
+def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
+    """Write a job's finished documents (all of them with --follow).
+
+    Each file is written atomically and only once all its sentences are settled; a
+    document still being translated is skipped (fetch again, or use --follow). A stdin
+    job's records go to stdout in input order, up to the first unfinished one. Sentences
+    in dead letters stay in the source language; they are listed and the exit status is 1.
+    """
+    store = cli_store()
+    info = _info(store, job_id)
+    stream = info.origin == STDIN_ORIGIN
+    out_dir = out or Path(info.out)
+    written, dead = 0, []
+    try:
+        for rendered in iter_documents(store, job_id, follow=follow,
+                                       poll_interval=store.settings.poll_interval):
+            if rendered.text is None:
+                if stream:
+                    break
+                continue
+            if stream:
+                sys.stdout.buffer.write(rendered.text.encode("utf-8"))
+                sys.stdout.buffer.flush()
+            else:
+                write_atomic(out_dir / output_name(rendered.name), rendered.text)
+            written += 1
+            dead.extend((rendered.name, letter) for letter in rendered.dead)
+    except JobGone as exc:
+        raise click.ClickException(str(exc)) from None
+    where = "stdout" if stream else str(out_dir)
+    unit = "records" if stream else "documents"
+    click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
+    if written < info.documents:
+        click.echo(f"job {job_id} is {_info(store, job_id).state}: the others are not finished "
+                   "yet (fetch again, or use --follow)", err=True)
+    for name, letter in dead:
+        click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
+    if dead:
+        sys.exit(1)
+
+
+@click.command("jobs")
+def jobs_command() -> None:
+    """List the known jobs, oldest first."""
+    store = cli_store()
+    click.echo(f"{'JOB':12}  {'STATE':9}  {'SETTLED':>15}  {'DOCS':>5}  {'HITS':>6}  "
+               f"{'DEAD':>5}  {'CREATED (UTC)':19}  ORIGIN")
+    for job_id in store.job_ids():
+        info = store.info(job_id)
+        if info is None:
+            continue
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info.created))
+        click.echo(f"{job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
+                   f"{info.documents:>5}  {info.hits:>6}  {info.dead:>5}  {created}  "
+                   f"{info.origin}")
+    orphans = len(list(store.orphans()))
+    if orphans:
+        click.echo(f"{orphans} chunks arrived for jobs that no longer exist")
+
+
+@click.command("cancel")
+@click.argument("job_id")
+def cancel_command(job_id: str) -> None:
+    """Cancel a job: workers skip its remaining chunks; finished documents stay fetchable."""
+    store = cli_store()
+    info = _info(store, job_id)
+    if not store.cancel(job_id):
+        raise click.ClickException(f"job {job_id} is already {info.state}")
+    click.echo(f"cancelled {job_id}")
+
+
+COMMANDS = (submit_command, status_command, wait_command, fetch_command, jobs_command,
+            cancel_command)

@@ -1,0 +1,139 @@
+"""Translating one chunk of a job: memory lookups, translation, writes, dead letters.
+
+A chunk is a list of (slot, sentence) pairs. Its first delivery translates the sentences
+as one batch. A redelivered chunk (its worker died or Redis went away) translates one
+sentence at a time and writes each result at once, so a sentence that kills its process
+is always the first unwritten one. Past the delivery cap that sentence is moved to the
+job's dead letters and the rest of the chunk goes on. A sentence whose translation raises
+is dead-lettered at once: the model is deterministic, so a retry would raise again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from worker.jobstore import DeadLetter, JobStore, Written
+from worker.runtime import TranslatorLike
+
+Item = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    """What processing a chunk did."""
+
+    translated: int
+    hits: int
+    dead: int
+    finalized: bool
+    job_missing: bool = False
+
+
+@dataclass
+class _Writer:
+    """Writes a chunk's results and dead letters and remembers what happened."""
+
+    store: JobStore
+    job_id: str
+    chunk: int
+    deliveries: int
+    fingerprint: str
+    translated: int = 0
+    hits: int = 0
+    dead: int = 0
+    finalized: bool = False
+    job_missing: bool = False
+
+    def _note(self, written: Written) -> bool:
+        self.finalized |= written.finalized
+        self.job_missing |= written.job_missing
+        return written.written
+
+    def result(self, item: Item, text: str, *, hit: bool) -> None:
+        slot, source = item
+        if self._note(self.store.record(self.job_id, slot, source, text,
+                                        fingerprint=self.fingerprint, hit=hit)):
+            if hit:
+                self.hits += 1
+            else:
+                self.translated += 1
+
+    def dead_letter(self, item: Item, reason: str) -> None:
+        slot, source = item
+        letter = DeadLetter(slot=slot, text=source, reason=reason, chunk=self.chunk,
+                            deliveries=self.deliveries, at=time.time())
+        if self._note(self.store.dead_letter(self.job_id, letter)):
+            self.dead += 1
+
+    def error(self, message: str) -> None:
+        self.store.add_error(self.job_id, {
+            "at": time.time(), "chunk": self.chunk, "deliveries": self.deliveries,
+            "error": message, "worker": f"{socket.gethostname()}:{os.getpid()}",
+        })
+
+    def outcome(self) -> ChunkOutcome:
+        return ChunkOutcome(self.translated, self.hits, self.dead, self.finalized,
+                            self.job_missing)
+
+
+def process_chunk(store: JobStore, translator: TranslatorLike, job_id: str, chunk: int,
+                  items: Sequence[Item], deliveries: int, max_deliveries: int) -> ChunkOutcome:
+    """Settle every slot of a chunk (result or dead letter); see the module docstring."""
+    fingerprint = translator.fingerprint
+    writer = _Writer(store, job_id, chunk, deliveries, fingerprint)
+    job_fingerprint = store.claim_fingerprint(job_id, fingerprint)
+    if job_fingerprint != fingerprint:
+        for item in items:
+            writer.dead_letter(item, f"this worker's model ({fingerprint[:12]}) differs from "
+                                     f"the one the job started with ({job_fingerprint[:12]})")
+        return writer.outcome()
+
+    settled = store.settled(job_id, [slot for slot, _ in items])
+    pending = [item for item, done in zip(items, settled, strict=True) if not done]
+    memory = store.memory([text for _, text in pending], fingerprint)
+    todo: list[Item] = []
+    for item, known in zip(pending, memory, strict=True):
+        if known is None:
+            todo.append(item)
+        else:
+            writer.result(item, known, hit=True)
+
+    if todo and deliveries > max_deliveries:
+        writer.dead_letter(todo[0], f"delivered {deliveries} times (cap {max_deliveries}); "
+                                    f"its worker was lost each time")
+        todo = todo[1:]
+    if deliveries == 1 and todo:
+        todo = _translate_batch(translator, writer, todo)
+    for item in todo:
+        try:
+            text = translator.translate_one(item[1]).text
+        except Exception as exc:  # any failure of the model settles the slot
+            writer.dead_letter(item, f"translation failed: {exc!r}")
+        else:
+            writer.result(item, text, hit=False)
+    return writer.outcome()
+
+
+def _translate_batch(translator: TranslatorLike, writer: _Writer,
+                     todo: list[Item]) -> list[Item]:
+    """Translate `todo` as one batch; return the items left when the model raised."""
+    try:
+        results = iter(translator.translate([text for _, text in todo]))
+    except Exception as exc:  # the model refused the batch: find the bad sentence
+        return _one_by_one(writer, exc, todo)
+    for n, item in enumerate(todo):
+        try:
+            text = next(results).text
+        except Exception as exc:  # the model failed mid-batch: find the bad sentence
+            return _one_by_one(writer, exc, todo[n:])
+        writer.result(item, text, hit=False)
+    return []
+
+
+def _one_by_one(writer: _Writer, exc: Exception, left: list[Item]) -> list[Item]:
+    writer.error(f"batch failed, retrying sentence by sentence: {exc!r}")
+    return left

@@ -1,0 +1,97 @@
+"""Settings of the distributed path, read from ``TRANSQUEUE_*`` environment variables."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from worker import defaults
+
+POOLS = ("prefork", "solo", "threads")
+PRECISIONS = ("int8", "fp32")
+POISON_MODES = ("raise", "exit")
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value transqueue cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a worker, a producer command or beat needs; defaults in `worker.defaults`."""
+
+    redis_url: str = defaults.REDIS_URL
+    bundle: str = defaults.BUNDLE
+    precision: str = defaults.PRECISION
+    threads: int = defaults.THREADS
+    pool: str = defaults.POOL
+    concurrency: int = defaults.CONCURRENCY
+    queue: str = defaults.QUEUE
+    chunk_size: int = defaults.CHUNK_SIZE
+    max_deliveries: int = defaults.MAX_DELIVERIES
+    visibility_timeout: int = defaults.VISIBILITY_TIMEOUT
+    restore_interval: int = defaults.RESTORE_INTERVAL
+    result_ttl: int = defaults.RESULT_TTL
+    tm_ttl: int = defaults.TM_TTL
+    max_memory_per_child: int = defaults.MAX_MEMORY_PER_CHILD
+    schedule: str = defaults.SCHEDULE
+    inbox_lock_timeout: int = defaults.INBOX_LOCK_TIMEOUT
+    poll_interval: float = defaults.POLL_INTERVAL
+    metrics_port: int = defaults.METRICS_PORT
+    test_poison: str = defaults.TEST_POISON
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read every field from ``TRANSQUEUE_<FIELD>``; unset or empty keeps the default."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for field in fields(cls):
+            name = defaults.ENV_PREFIX + field.name.upper()
+            raw = env.get(name, "").strip()
+            if not raw:
+                continue
+            kind = type(field.default)
+            try:
+                values[field.name] = kind(raw)
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r}: expected {kind.__name__}") from None
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Raise ConfigError for values outside their allowed range."""
+        _one_of("POOL", self.pool, POOLS)
+        _one_of("PRECISION", self.precision, PRECISIONS)
+        for name in ("threads", "concurrency", "chunk_size", "max_deliveries",
+                     "visibility_timeout", "restore_interval", "result_ttl", "tm_ttl"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()} must be at least 1")
+        if self.test_poison:
+            mode, _, text = self.test_poison.partition(":")
+            if mode not in POISON_MODES or not text:
+                raise ConfigError(
+                    f"{defaults.ENV_PREFIX}TEST_POISON={self.test_poison!r}: expected "
+                    f"'raise:TEXT' or 'exit:TEXT'"
+                )
+
+    @property
+    def bundle_dir(self) -> Path | None:
+        """The bundle directory, or None for the bundled demo model."""
+        return Path(self.bundle) if self.bundle else None
+
+
+@functools.cache
+def env_settings() -> Settings:
+    """The settings of this process's environment, read once (workers, beat)."""
+    return Settings.from_env()
+
+
+def _one_of(suffix: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(
+            f"{defaults.ENV_PREFIX}{suffix}={value!r}: expected one of {', '.join(allowed)}"
+        )

@@ -1,0 +1,89 @@
+"""Every default of the distributed path, in one place.
+
+Each constant can be overridden by the environment variable named in its comment
+(all with the ``TRANSQUEUE_`` prefix); `worker.config.Settings.from_env` reads them.
+"""
+
+from __future__ import annotations
+
+ENV_PREFIX = "TRANSQUEUE_"
+
+#: TRANSQUEUE_REDIS_URL: the Redis server that is both the Celery broker and the job store.
+#: One server for both matters: with AOF, a result written before its message was acked
+#: is never lost while the ack survives (the log keeps their order).
+REDIS_URL = "redis://localhost:6379/0"
+
+#: TRANSQUEUE_BUNDLE: the exported model bundle directory; empty means the bundled demo model.
+BUNDLE = ""
+
+#: TRANSQUEUE_PRECISION: which ONNX weights of the bundle the workers load ("int8" or "fp32").
+PRECISION = "int8"
+
+#: TRANSQUEUE_THREADS: ONNX Runtime intra-op threads per worker process. ORT does not see
+#: cgroup CPU limits, so this is always set explicitly. With the default pool (prefork,
+#: 2 processes) a worker that owns 2 cores runs one thread per process.
+THREADS = 1
+
+#: TRANSQUEUE_POOL: the Celery pool `transqueue worker` starts ("prefork", "solo" or "threads").
+#: bench/bench_pool.py measures the three on one machine; see its docstring.
+POOL = "prefork"
+
+#: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker.
+CONCURRENCY = 2
+
+#: TRANSQUEUE_QUEUE: the Celery queue the translation chunks travel on.
+QUEUE = "transqueue"
+
+#: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. 16 sentences take a few seconds on one
+#: thread with an opus-mt-sized int8 model, even at the decoding length cap, which keeps every
+#: chunk far below the visibility timeout while a crash only repeats a few seconds of work.
+CHUNK_SIZE = 16
+
+#: TRANSQUEUE_MAX_DELIVERIES: deliveries of one chunk before its unfinished sentences are
+#: moved to the job's dead letters instead of being retried again.
+MAX_DELIVERIES = 3
+
+#: TRANSQUEUE_VISIBILITY_TIMEOUT: seconds before Redis hands an unacknowledged chunk to another
+#: worker (after its worker died). Must stay well above the longest chunk's runtime.
+VISIBILITY_TIMEOUT = 3600
+
+#: TRANSQUEUE_RESTORE_INTERVAL: seconds between a worker's sweeps for chunks whose
+#: visibility timeout has passed.
+RESTORE_INTERVAL = 10
+
+#: TRANSQUEUE_RESULT_TTL: seconds a job (its documents, results, dead letters) is kept after
+#: its last write or its end.
+RESULT_TTL = 7 * 24 * 3600
+
+#: TRANSQUEUE_TM_TTL: seconds a translation-memory entry is kept after it was last written.
+TM_TTL = 30 * 24 * 3600
+
+#: TRANSQUEUE_MAX_MEMORY_PER_CHILD: KiB of resident memory after which a prefork child is
+#: replaced once its current task ends (keeps each process under a 512 MB container limit).
+MAX_MEMORY_PER_CHILD = 450_000
+
+#: TRANSQUEUE_SCHEDULE: path of the scheduled inbox jobs file (TOML or JSON); empty: none.
+SCHEDULE = ""
+
+#: TRANSQUEUE_INBOX_LOCK_TIMEOUT: seconds an inbox run may hold its lock (a crashed run's lock
+#: expires after this).
+INBOX_LOCK_TIMEOUT = 600
+
+#: TRANSQUEUE_POLL_INTERVAL: seconds between polls of `transqueue wait` and `fetch --follow`.
+POLL_INTERVAL = 0.5
+
+#: TRANSQUEUE_METRICS_PORT: port of the Prometheus exporter started by `transqueue metrics`.
+METRICS_PORT = 9808
+
+#: Redis key prefix of everything transqueue stores (besides Celery's own queue keys).
+KEY_PREFIX = "tq"
+
+#: Errors kept per job (the newest).
+ERRORS_KEPT = 100
+
+#: Dead letters of chunks that belong to no known job (expired or cancelled), newest kept.
+ORPHANS_KEPT = 1000
+
+#: TRANSQUEUE_TEST_POISON: test hook, off unless set: "raise:TEXT" makes every sentence that
+#: contains TEXT raise in the worker, "exit:TEXT" makes the worker process exit on it.
+TEST_POISON = ""

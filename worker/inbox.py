@@ -1,0 +1,176 @@
+"""Scheduled corpus jobs: scan an inbox, submit new or changed files, deliver to the outbox.
+
+One run of an entry, under a Redis lock so that runs of one entry never overlap:
+
+1. deliver every earlier run whose job has finished (normally the worker that finished the
+   job already did, via the deliver task; this catches a delivery that was lost);
+2. hash every document file of the inbox; a file whose name and content hash are neither
+   delivered already nor in a run still being translated is submitted, all in one job;
+3. record the run.
+
+A file counts as done (its hash is remembered) once its translation is in the outbox, or
+once it failed to parse (the run says why; it is tried again when its content changes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from producer.defaults import FORMAT_BY_SUFFIX
+from producer.documents import DocumentError, ReadOptions
+from producer.jobs import (
+    iter_documents,
+    output_name,
+    parse_source,
+    source_from_bytes,
+    submit,
+    write_atomic,
+)
+from worker import defaults
+from worker.jobstore import CANCELLED, PARTIAL, JobStore
+from worker.schedule import InboxEntry
+
+#: Run states.
+SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST = (
+    "submitted", "delivered", "nothing new", "skipped", "lost")
+
+#: Runs kept per inbox entry (the newest).
+RUNS_KEPT = 200
+
+
+@dataclass(frozen=True)
+class InboxRun:
+    """The record of one run of an inbox entry."""
+
+    run_id: str
+    inbox: str
+    started: float
+    state: str
+    files: dict[str, str] = field(default_factory=dict)     # file name -> sha256 submitted
+    invalid: dict[str, str] = field(default_factory=dict)   # file name -> parse error
+    job: str = ""
+    dead: int = 0
+    finished: float | None = None
+    message: str = ""
+
+    def to_json(self) -> str:
+        """Serialize for the runs hash."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> InboxRun:
+        """Parse what `to_json` wrote."""
+        return cls(**json.loads(text))
+
+
+def _key(name: str, what: str) -> str:
+    return f"{defaults.KEY_PREFIX}:inbox:{name}:{what}"
+
+
+def list_runs(store: JobStore, name: str) -> list[InboxRun]:
+    """The recorded runs of an inbox entry, oldest first."""
+    raw = store.client.hgetall(_key(name, "runs"))
+    return [InboxRun.from_json(raw[run_id]) for run_id in sorted(raw)]
+
+
+def _save(store: JobStore, run: InboxRun) -> None:
+    key = _key(run.inbox, "runs")
+    store.client.hset(key, run.run_id, run.to_json())
+    extra = store.client.hlen(key) - RUNS_KEPT
+    if extra > 0:
+        store.client.hdel(key, *sorted(store.client.hkeys(key))[:extra])
+
+
+def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
+    """One run of an inbox entry (see the module docstring); returns its record."""
+    run = InboxRun(run_id=f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:4]}",
+                   inbox=entry.name, started=time.time(), state=NOTHING_NEW)
+    lock = store.client.lock(_key(entry.name, "lock"), timeout=store.settings.inbox_lock_timeout)
+    if not lock.acquire(blocking=False):
+        run = replace(run, state=SKIPPED, finished=time.time(),
+                      message="the previous run still holds the lock")
+        _save(store, run)
+        return run
+    try:
+        for earlier in list_runs(store, entry.name):
+            if earlier.state == SUBMITTED:
+                _deliver(store, earlier)
+        run = _submit_new(store, entry, run)
+        _save(store, run)
+        return run
+    finally:
+        lock.release()
+
+
+def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
+    seen = store.client.hgetall(_key(entry.name, "seen"))
+    pending = {(name, digest) for r in list_runs(store, entry.name) if r.state == SUBMITTED
+               for name, digest in r.files.items()}
+    options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
+    parsed, files, invalid = [], {}, {}
+    for path in sorted(Path(entry.inbox).iterdir()):
+        if path.name.startswith(".") or path.suffix.lower() not in FORMAT_BY_SUFFIX:
+            continue
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if seen.get(path.name) == digest or (path.name, digest) in pending:
+            continue
+        try:
+            source = source_from_bytes(path, data)
+            parsed.append((source, parse_source(source, options).segments))
+        except DocumentError as exc:
+            invalid[path.name] = str(exc)
+            store.client.hset(_key(entry.name, "seen"), path.name, digest)
+            continue
+        files[path.name] = digest
+    run = replace(run, invalid=invalid, finished=time.time())
+    if not parsed:
+        return run
+    job_id = submit(store, parsed, options, out=entry.outbox, origin=f"inbox {entry.name}",
+                    extra={"inbox": entry.name, "run": run.run_id})
+    return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
+
+
+def deliver_job(store: JobStore, job_id: str) -> None:
+    """Deliver the inbox run of a finished job (the task the finishing worker sends)."""
+    info = store.info(job_id)
+    if info is None or "inbox" not in info.extra:
+        return
+    name, run_id = info.extra["inbox"], info.extra["run"]
+    lock = store.client.lock(_key(name, "lock"), timeout=store.settings.inbox_lock_timeout)
+    if not lock.acquire(blocking=True, blocking_timeout=5):
+        return  # a run of this inbox is going on; it delivers finished jobs itself
+    try:
+        raw = store.client.hget(_key(name, "runs"), run_id)
+        if raw is not None:
+            _deliver(store, InboxRun.from_json(raw))
+    finally:
+        lock.release()
+
+
+def _deliver(store: JobStore, run: InboxRun) -> None:
+    """Write a submitted run's outputs if its job finished, and record the outcome."""
+    if run.state != SUBMITTED:
+        return
+    info = store.info(run.job)
+    if info is None or info.state == CANCELLED:
+        why = "its job expired" if info is None else "its job was cancelled"
+        _save(store, replace(run, state=LOST, finished=time.time(),
+                             message=f"{why}; its files are submitted again"))
+        return
+    if not info.finished:
+        return
+    for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
+        assert rendered.text is not None  # the job is finished: every sentence is settled
+        write_atomic(Path(info.out) / output_name(rendered.name), rendered.text)
+    if run.files:
+        store.client.hset(_key(run.inbox, "seen"), mapping=run.files)
+    message = (f"{info.dead} sentences left untranslated (dead letters of job {run.job})"
+               if info.state == PARTIAL else "")
+    _save(store, replace(run, state=DELIVERED, dead=info.dead, finished=time.time(),
+                         message=message))

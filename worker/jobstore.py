@@ -1,0 +1,472 @@
+"""The Redis job store shared by producers and workers: key layout, job records, results.
+
+A job holds documents (their source text and, per segment, a *slot*: the index of the
+job's distinct sentence it uses). Workers write one result per slot with `JobStore.record`,
+a Lua script that stores the text only if the slot has neither a result nor a dead letter,
+counts it, and finalizes the job exactly once when the last slot is written. A redelivered
+chunk or a retried write therefore never counts twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from worker import defaults
+from worker.config import Settings
+
+#: Job states. A job is "partial" when it finished with sentences in dead letters.
+QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
+FINISHED_STATES = (DONE, PARTIAL)
+
+_FINALIZE = """
+local function finalize(job, now)
+  local h = redis.call('HMGET', job, 'total', 'done', 'dead', 'state')
+  local done = tonumber(h[2] or '0')
+  local dead = tonumber(h[3] or '0')
+  if h[4] == 'cancelled' or done + dead < tonumber(h[1]) then return 0 end
+  if redis.call('HSETNX', job, 'finished_at', now) == 0 then return 0 end
+  if dead > 0 then redis.call('HSET', job, 'state', 'partial')
+  else redis.call('HSET', job, 'state', 'done') end
+  return 1
+end
+local function expire_all(first, ttl)
+  for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+end
+"""
+
+# KEYS: job, results, dead, stats, tm, then every job key to keep alive.
+# ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
+# Returns {written, finalized}; written is -1 when the job does not exist.
+_RECORD = _FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
+redis.call('HINCRBY', KEYS[1], 'done', 1)
+if ARGV[3] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'hits', 1)
+  redis.call('HINCRBY', KEYS[4], 'hits', 1)
+else
+  redis.call('HINCRBY', KEYS[4], 'translated', 1)
+end
+redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[6])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4])
+if redis.call('HGET', KEYS[1], 'state') == 'queued' then
+  redis.call('HSET', KEYS[1], 'state', 'running')
+end
+expire_all(6, ARGV[5])
+return {1, finalize(KEYS[1], ARGV[4])}
+"""
+
+# KEYS: job, results, dead, stats, then every job key to keep alive.
+# ARGV: slot, dead letter JSON, now, result_ttl.
+_DEAD = _FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
+if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
+redis.call('HINCRBY', KEYS[1], 'dead', 1)
+redis.call('HINCRBY', KEYS[4], 'dead', 1)
+expire_all(5, ARGV[4])
+return {1, finalize(KEYS[1], ARGV[3])}
+"""
+
+# KEYS: job. ARGV: now. Finalizes a job whose slots are all settled (e.g. a job with none).
+_TRY_FINALIZE = _FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return finalize(KEYS[1], ARGV[1])
+"""
+
+
+def normalize_sentence(text: str) -> str:
+    """The form of a sentence that the translation memory and in-job deduplication key on.
+
+    NFC only: it never changes what the model sees, because the tokenizer normalizes
+    (NFKC) before anything else, so equal keys always mean equal translations.
+    """
+    return unicodedata.normalize("NFC", text)
+
+
+def tm_key(sentence: str, fingerprint: str) -> str:
+    """Redis key of the translation memory entry of `sentence` under a model fingerprint."""
+    digest = hashlib.sha256(f"{fingerprint}\0{normalize_sentence(sentence)}".encode()).hexdigest()
+    return f"{defaults.KEY_PREFIX}:tm:{digest}"
+
+
+def connect(url: str, *, patient: bool) -> redis.Redis:
+    """A Redis client on `url` with decoded replies.
+
+    A patient client (workers) retries for about a minute through a Redis restart or AOF
+    load; an impatient one (CLI commands) gives up after a few seconds.
+    """
+    retries = 40 if patient else 3
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=30,
+    )
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """The Redis keys of one job."""
+
+    job_id: str
+
+    @property
+    def meta(self) -> str:
+        """Hash of the job's counters and settings."""
+        return f"{defaults.KEY_PREFIX}:job:{self.job_id}"
+
+    def _sub(self, name: str) -> str:
+        return f"{self.meta}:{name}"
+
+    @property
+    def docs(self) -> str:
+        """Hash: document number -> DocumentRecord JSON."""
+        return self._sub("docs")
+
+    @property
+    def sources(self) -> str:
+        """Hash: document number -> the document's source text."""
+        return self._sub("sources")
+
+    @property
+    def results(self) -> str:
+        """Hash: slot -> translated text."""
+        return self._sub("results")
+
+    @property
+    def dead(self) -> str:
+        """Hash: slot -> DeadLetter JSON."""
+        return self._sub("dead")
+
+    @property
+    def deliveries(self) -> str:
+        """Hash: chunk number -> times the chunk was delivered to a worker."""
+        return self._sub("deliveries")
+
+    @property
+    def errors(self) -> str:
+        """List of JobError JSON, newest first."""
+        return self._sub("errors")
+
+    def all(self) -> tuple[str, ...]:
+        """Every key of the job."""
+        return (self.meta, self.docs, self.sources, self.results, self.dead,
+                self.deliveries, self.errors)
+
+
+JOBS_KEY = f"{defaults.KEY_PREFIX}:jobs"
+STATS_KEY = f"{defaults.KEY_PREFIX}:stats"
+ORPHANS_KEY = f"{defaults.KEY_PREFIX}:orphans"
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """One document of a job: how to parse its stored source and which slots it uses."""
+
+    name: str
+    fmt: str
+    slots: tuple[int, ...]
+    fields: tuple[str, ...] = ()
+    reflow: bool = False
+
+    def to_json(self) -> str:
+        """Serialize for the job's docs hash."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> DocumentRecord:
+        """Parse what `to_json` wrote."""
+        data = json.loads(text)
+        return cls(name=data["name"], fmt=data["fmt"], slots=tuple(data["slots"]),
+                   fields=tuple(data["fields"]), reflow=data["reflow"])
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A sentence that will not be translated, and why."""
+
+    slot: int
+    text: str
+    reason: str
+    chunk: int
+    deliveries: int
+    at: float
+
+    def to_json(self) -> str:
+        """Serialize for the job's dead hash."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> DeadLetter:
+        """Parse what `to_json` wrote."""
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job's counters as stored in its meta hash; times are Unix seconds."""
+
+    job_id: str
+    state: str
+    created: float
+    documents: int
+    segments: int
+    total: int
+    done: int = 0
+    hits: int = 0
+    dead: int = 0
+    chunks: int = 0
+    out: str = ""
+    origin: str = ""
+    fingerprint: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_hash(cls, job_id: str, h: dict[str, str]) -> JobInfo:
+        """Build from the meta hash (as HGETALL returns it)."""
+        known = {"state", "created", "documents", "segments", "total", "done", "hits", "dead",
+                 "chunks", "out", "origin", "fingerprint", "started_at", "finished_at"}
+        ints = ("documents", "segments", "total", "done", "hits", "dead", "chunks")
+
+        def opt_float(name: str) -> float | None:
+            return float(h[name]) if name in h else None
+
+        return cls(
+            job_id=job_id, state=h["state"], created=float(h["created"]),
+            **{name: int(h.get(name, 0)) for name in ints},
+            out=h.get("out", ""), origin=h.get("origin", ""),
+            fingerprint=h.get("fingerprint", ""),
+            started_at=opt_float("started_at"), finished_at=opt_float("finished_at"),
+            extra={k: v for k, v in h.items() if k not in known},
+        )
+
+    @property
+    def finished(self) -> bool:
+        """True once every slot has a result or a dead letter."""
+        return self.state in FINISHED_STATES
+
+    @property
+    def settled(self) -> int:
+        """Slots that have a result or a dead letter."""
+        return self.done + self.dead
+
+    def rate(self, now: float) -> float | None:
+        """Sentences settled per second since the first result, or None before it."""
+        if self.started_at is None:
+            return None
+        elapsed = (self.finished_at or now) - self.started_at
+        return self.settled / elapsed if elapsed > 0 else None
+
+    def eta(self, now: float) -> float | None:
+        """Seconds until the job finishes at the current rate; None when unknown."""
+        if self.finished:
+            return 0.0
+        rate = self.rate(now)
+        return (self.total - self.settled) / rate if rate else None
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """Everything `JobStore.create` needs to store a job."""
+
+    job_id: str
+    documents: Sequence[DocumentRecord]
+    sources: Sequence[str]
+    total: int
+    chunks: int
+    out: str
+    origin: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Written:
+    """Outcome of a result or dead-letter write."""
+
+    written: bool       # False: the slot was already settled (or the job is gone)
+    finalized: bool     # True for exactly one write per job: the one that finished it
+    job_missing: bool = False
+
+
+class JobStore:
+    """Reads and writes jobs, results, dead letters and the translation memory in Redis."""
+
+    def __init__(self, client: redis.Redis, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self._record = client.register_script(_RECORD)
+        self._dead = client.register_script(_DEAD)
+        self._try_finalize = client.register_script(_TRY_FINALIZE)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, patient: bool = False) -> JobStore:
+        """A store on the Redis server named by the settings."""
+        return cls(connect(settings.redis_url, patient=patient), settings)
+
+    # -- producer side ----------------------------------------------------------------------
+
+    def create(self, job: NewJob) -> None:
+        """Store a new job (before any of its chunks is sent)."""
+        keys = JobKeys(job.job_id)
+        now = time.time()
+        meta = {
+            "state": QUEUED, "created": repr(now), "documents": len(job.documents),
+            "segments": sum(len(d.slots) for d in job.documents), "total": job.total,
+            "done": 0, "hits": 0, "dead": 0, "chunks": job.chunks, "out": job.out,
+            "origin": job.origin, **job.extra,
+        }
+        pipe = self.client.pipeline(transaction=True)
+        for n, (doc, source) in enumerate(zip(job.documents, job.sources, strict=True)):
+            pipe.hset(keys.docs, str(n), doc.to_json())
+            pipe.hset(keys.sources, str(n), source)
+        pipe.hset(keys.meta, mapping=meta)
+        for key in keys.all():
+            pipe.expire(key, self.settings.result_ttl)
+        pipe.zadd(JOBS_KEY, {job.job_id: now})
+        pipe.execute()
+
+    def try_finalize(self, job_id: str) -> bool:
+        """Finalize a job whose slots are all settled; True if this call finalized it."""
+        return bool(self._try_finalize(keys=[JobKeys(job_id).meta], args=[repr(time.time())]))
+
+    def cancel(self, job_id: str) -> bool:
+        """Mark an unfinished job cancelled: workers skip its remaining chunks."""
+        info = self.info(job_id)
+        if info is None or info.finished or info.state == CANCELLED:
+            return False
+        self.client.hset(JobKeys(job_id).meta, mapping={"state": CANCELLED,
+                                                        "finished_at": repr(time.time())})
+        return True
+
+    # -- worker side --------------------------------------------------------------------------
+
+    def count_delivery(self, job_id: str, chunk: int) -> int:
+        """Count one more delivery of a chunk; returns the count including this one."""
+        return int(self.client.hincrby(JobKeys(job_id).deliveries, str(chunk), 1))
+
+    def claim_fingerprint(self, job_id: str, fingerprint: str) -> str:
+        """Set the job's model fingerprint if unset; return the job's fingerprint."""
+        key = JobKeys(job_id).meta
+        self.client.hsetnx(key, "fingerprint", fingerprint)
+        return self.client.hget(key, "fingerprint") or fingerprint
+
+    def memory(self, sentences: Sequence[str], fingerprint: str) -> list[str | None]:
+        """Translation-memory lookups, one per sentence (None on a miss)."""
+        if not sentences:
+            return []
+        return self.client.mget([tm_key(s, fingerprint) for s in sentences])
+
+    def record(self, job_id: str, slot: int, source: str, text: str, *, fingerprint: str,
+               hit: bool) -> Written:
+        """Store the translation of a slot (and in the memory); see the module docstring."""
+        keys = JobKeys(job_id)
+        written, finalized = self._record(
+            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, tm_key(source, fingerprint),
+                  *keys.all()],
+            args=[slot, text, int(hit), repr(time.time()), self.settings.result_ttl,
+                  self.settings.tm_ttl],
+        )
+        return Written(written == 1, finalized == 1, job_missing=written == -1)
+
+    def dead_letter(self, job_id: str, letter: DeadLetter) -> Written:
+        """Settle a slot as not translatable; counted once, like `record`."""
+        keys = JobKeys(job_id)
+        written, finalized = self._dead(
+            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, *keys.all()],
+            args=[letter.slot, letter.to_json(), repr(time.time()), self.settings.result_ttl],
+        )
+        return Written(written == 1, finalized == 1, job_missing=written == -1)
+
+    def add_error(self, job_id: str, error: dict[str, object]) -> None:
+        """Remember an error of a job (the newest `defaults.ERRORS_KEPT`)."""
+        key = JobKeys(job_id).errors
+        pipe = self.client.pipeline()
+        pipe.lpush(key, json.dumps(error, ensure_ascii=False))
+        pipe.ltrim(key, 0, defaults.ERRORS_KEPT - 1)
+        pipe.expire(key, self.settings.result_ttl)
+        pipe.execute()
+
+    def add_orphan(self, record: dict[str, object]) -> None:
+        """Dead-letter a chunk that belongs to no known job."""
+        pipe = self.client.pipeline()
+        pipe.lpush(ORPHANS_KEY, json.dumps(record, ensure_ascii=False))
+        pipe.ltrim(ORPHANS_KEY, 0, defaults.ORPHANS_KEPT - 1)
+        pipe.execute()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def info(self, job_id: str) -> JobInfo | None:
+        """The job's counters, or None if there is no such job (or it expired)."""
+        h = self.client.hgetall(JobKeys(job_id).meta)
+        return JobInfo.from_hash(job_id, h) if h else None
+
+    def job_ids(self) -> list[str]:
+        """Ids of the known jobs, oldest first; expired ones are dropped from the index."""
+        ids = self.client.zrange(JOBS_KEY, 0, -1)
+        pipe = self.client.pipeline()
+        for job_id in ids:
+            pipe.exists(JobKeys(job_id).meta)
+        alive = pipe.execute()
+        gone = [job_id for job_id, ok in zip(ids, alive, strict=True) if not ok]
+        if gone:
+            self.client.zrem(JOBS_KEY, *gone)
+        return [job_id for job_id, ok in zip(ids, alive, strict=True) if ok]
+
+    def document(self, job_id: str, n: int) -> tuple[DocumentRecord, str]:
+        """Document `n` of a job and its source text."""
+        keys = JobKeys(job_id)
+        doc, source = self.client.hget(keys.docs, str(n)), self.client.hget(keys.sources, str(n))
+        if doc is None or source is None:
+            raise KeyError(f"job {job_id} has no document {n} (expired?)")
+        return DocumentRecord.from_json(doc), source
+
+    def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
+        """For each slot: does it have a result or a dead letter already?"""
+        return [state is not None for state in self.slot_states(job_id, slots)]
+
+    def slot_states(self, job_id: str, slots: Sequence[int]) -> list[str | DeadLetter | None]:
+        """For each slot: its translation, its dead letter, or None while unsettled."""
+        if not slots:
+            return []
+        keys = JobKeys(job_id)
+        states: list[str | DeadLetter | None] = self.client.hmget(keys.results,
+                                                                  [str(s) for s in slots])
+        missing = [i for i, state in enumerate(states) if state is None]
+        if missing:
+            dead = self.client.hmget(keys.dead, [str(slots[i]) for i in missing])
+            for i, letter in zip(missing, dead, strict=True):
+                if letter is not None:
+                    states[i] = DeadLetter.from_json(letter)
+        return states
+
+    def dead_letters(self, job_id: str) -> dict[int, DeadLetter]:
+        """The job's dead letters by slot."""
+        raw = self.client.hgetall(JobKeys(job_id).dead)
+        return {int(slot): DeadLetter.from_json(v) for slot, v in raw.items()}
+
+    def errors(self, job_id: str) -> list[dict[str, object]]:
+        """The job's recorded errors, newest first."""
+        return [json.loads(e) for e in self.client.lrange(JobKeys(job_id).errors, 0, -1)]
+
+    def orphans(self) -> Iterator[dict[str, object]]:
+        """Dead letters of chunks that belonged to no known job, newest first."""
+        for raw in self.client.lrange(ORPHANS_KEY, 0, -1):
+            yield json.loads(raw)
+
+    def stats(self) -> dict[str, int]:
+        """Counters over all jobs: translated, hits, dead."""
+        return {k: int(v) for k, v in self.client.hgetall(STATS_KEY).items()}

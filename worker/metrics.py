@@ -1,0 +1,81 @@
+"""Prometheus metrics of the distributed path, read from Redis at each scrape.
+
+Per job (label ``job``): sentences done and total, cache hits and their ratio, dead
+letters. Overall: chunks waiting in the queue, sentences translated, cache hits and dead
+letters over all jobs, and jobs by state. Served by `transqueue metrics --port`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from worker.celery import app
+from worker.jobstore import JobStore
+
+
+def queue_length(url: str, queue: str) -> int:
+    """Messages (chunks) waiting in a Celery queue on the Redis broker."""
+    with app.connection_for_read(url) as connection:
+        return connection.default_channel.queue_declare(queue=queue).message_count
+
+
+class JobMetrics(Collector):
+    """A prometheus_client collector over the job store."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the metrics described in the module docstring."""
+        job = ["job"]
+        done = GaugeMetricFamily("transqueue_job_sentences_done",
+                                 "Distinct sentences of the job translated", labels=job)
+        total = GaugeMetricFamily("transqueue_job_sentences_total",
+                                  "Distinct sentences of the job", labels=job)
+        hits = GaugeMetricFamily("transqueue_job_cache_hits",
+                                 "Sentences of the job taken from the translation memory",
+                                 labels=job)
+        ratio = GaugeMetricFamily("transqueue_job_cache_hit_ratio",
+                                  "Cache hits / sentences done, for the job", labels=job)
+        dead = GaugeMetricFamily("transqueue_job_dead_letters",
+                                 "Sentences of the job in dead letters", labels=job)
+        states: Counter[str] = Counter()
+        for job_id in self.store.job_ids():
+            info = self.store.info(job_id)
+            if info is None:
+                continue
+            states[info.state] += 1
+            done.add_metric([job_id], info.done)
+            total.add_metric([job_id], info.total)
+            hits.add_metric([job_id], info.hits)
+            ratio.add_metric([job_id], info.hits / info.done if info.done else 0.0)
+            dead.add_metric([job_id], info.dead)
+        yield from (done, total, hits, ratio, dead)
+
+        jobs = GaugeMetricFamily("transqueue_jobs", "Known jobs by state", labels=["state"])
+        for state, count in sorted(states.items()):
+            jobs.add_metric([state], count)
+        yield jobs
+
+        settings = self.store.settings
+        queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker",
+                                   labels=["queue"])
+        queued.add_metric([settings.queue], queue_length(settings.redis_url, settings.queue))
+        yield queued
+
+        stats = self.store.stats()
+        translated, cached = stats.get("translated", 0), stats.get("hits", 0)
+        yield CounterMetricFamily("transqueue_sentences_translated",
+                                  "Sentences translated by the model", value=translated)
+        yield CounterMetricFamily("transqueue_cache_hits",
+                                  "Sentences taken from the translation memory", value=cached)
+        yield CounterMetricFamily("transqueue_dead_letters", "Sentences given up",
+                                  value=stats.get("dead", 0))
+        overall = GaugeMetricFamily("transqueue_cache_hit_ratio",
+                                    "Cache hits / all sentences settled by the workers")
+        overall.add_metric([], cached / (cached + translated) if cached + translated else 0.0)
+        yield overall

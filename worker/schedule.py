@@ -1,0 +1,114 @@
+"""Scheduled corpus jobs: the inbox entries of the TRANSQUEUE_SCHEDULE file, as beat entries.
+
+The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` tables::
+
+    [[inbox]]
+    name = "support"                 # unique; names the run records and the lock
+    inbox = "/data/inbox/support"    # scanned for .txt, .md and .jsonl files (not recursive)
+    outbox = "/data/outbox/support"  # translations land here, named like `transqueue translate`
+    schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
+    fields = ["text"]                # optional: JSONL fields to translate
+    reflow = false                   # optional: .txt hard-wrapped paragraphs
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from celery.schedules import crontab
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: JSON schedules only
+    tomllib = None
+
+SCAN_TASK = "transqueue.scan_inbox"
+
+
+class ScheduleError(ValueError):
+    """The schedule file is not valid; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """One scheduled inbox: where to look, where to write, and when."""
+
+    name: str
+    inbox: str
+    outbox: str
+    schedule: str | float
+    fields: tuple[str, ...] = ()
+    reflow: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the argument of the scan task."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
+        """Inverse of `to_dict` (also what one table of the file holds)."""
+        return cls(name=data["name"], inbox=data["inbox"], outbox=data["outbox"],
+                   schedule=data["schedule"], fields=tuple(data.get("fields", ())),
+                   reflow=bool(data.get("reflow", False)))
+
+    def celery_schedule(self) -> crontab | float:
+        """The beat schedule: a crontab for a string, seconds for a number."""
+        if isinstance(self.schedule, str):
+            return crontab.from_string(self.schedule)
+        return float(self.schedule)
+
+
+def load_schedule(path: str | Path) -> tuple[InboxEntry, ...]:
+    """Read and check a schedule file; raise ScheduleError naming the file and the entry."""
+    path = Path(path)
+    if path.suffix == ".toml" and tomllib is None:
+        raise ScheduleError(f"{path}: TOML schedules need Python 3.11 or later; use JSON")
+    try:
+        raw = path.read_text(encoding="utf-8")
+        data = tomllib.loads(raw) if path.suffix == ".toml" else json.loads(raw)
+    except (OSError, ValueError) as exc:  # TOMLDecodeError and JSONDecodeError say where
+        raise ScheduleError(f"{path}: {exc}") from None
+    tables = data.get("inbox") if isinstance(data, dict) else None
+    if not isinstance(tables, list):
+        raise ScheduleError(f"{path}: expected a list of 'inbox' entries")
+    entries = tuple(_entry(path, n, table) for n, table in enumerate(tables))
+    names = [e.name for e in entries]
+    for name in names:
+        if names.count(name) > 1:
+            raise ScheduleError(f"{path}: inbox name {name!r} is used twice")
+    return entries
+
+
+def _entry(path: Path, n: int, table: object) -> InboxEntry:
+    where = f"{path}: inbox entry {n + 1}"
+    if not isinstance(table, dict):
+        raise ScheduleError(f"{where}: expected a table")
+    missing = [k for k in ("name", "inbox", "outbox", "schedule") if k not in table]
+    if missing:
+        raise ScheduleError(f"{where}: missing {', '.join(missing)}")
+    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow"}
+    if unknown:
+        raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    schedule = table["schedule"]
+    if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
+        raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
+    entry = InboxEntry.from_dict(table)
+    try:
+        when = entry.celery_schedule()
+    except ValueError as exc:
+        raise ScheduleError(f"{where}: schedule {schedule!r}: {exc}") from None
+    if isinstance(when, float) and when <= 0:
+        raise ScheduleError(f"{where}: schedule must be a positive number of seconds")
+    return entry
+
+
+def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
+    """Celery `beat_schedule` with one scan task per inbox entry."""
+    return {
+        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(),
+                            "args": [e.to_dict()]}
+        for e in entries
+    }

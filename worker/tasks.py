@@ -1,0 +1,79 @@
+"""Celery tasks: translate a chunk, deliver a finished inbox job, scan a scheduled inbox."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import signals
+from celery.concurrency.thread import TaskPool as ThreadPool
+from celery.exceptions import Reject
+
+from worker import runtime
+from worker.celery import DELIVER_TASK, TRANSLATE_TASK, app
+from worker.chunks import process_chunk
+from worker.config import env_settings
+from worker.inbox import deliver_job, run_inbox
+from worker.jobstore import CANCELLED, DeadLetter
+from worker.schedule import SCAN_TASK, InboxEntry
+
+
+@signals.worker_process_init.connect
+def _load_after_fork(**_: Any) -> None:
+    """Prefork children and the solo pool: sessions are created here, after the fork."""
+    runtime.load_translator(env_settings())
+
+
+@signals.worker_ready.connect
+def _load_for_threads(sender: Any = None, **_: Any) -> None:
+    """The threads pool shares one Translator, created in the worker's own process."""
+    if isinstance(getattr(sender, "pool", None), ThreadPool):
+        runtime.load_translator(env_settings())
+
+
+@app.task(name=TRANSLATE_TASK)
+def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
+    """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
+
+    Whatever goes wrong outside the model (the job store unreachable past its retries, a
+    bug) sends the chunk back to the queue; past the delivery cap its remaining sentences
+    are dead-lettered with the error instead, so no chunk loops forever.
+    """
+    settings = env_settings()
+    store = runtime.job_store(settings)
+    pairs = [(int(slot), str(text)) for slot, text in items]
+    deliveries = 0
+    try:
+        info = store.info(job_id)
+        if info is None:
+            store.add_orphan({"job": job_id, "chunk": chunk, "sentences": len(pairs),
+                              "reason": "no such job (expired, or never created)",
+                              "at": time.time()})
+            return
+        if info.state == CANCELLED:
+            return
+        deliveries = store.count_delivery(job_id, chunk)
+        outcome = process_chunk(store, runtime.load_translator(settings), job_id, chunk, pairs,
+                                deliveries, settings.max_deliveries)
+    except Exception as exc:
+        if deliveries < settings.max_deliveries:
+            raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
+        for slot, text in pairs:
+            store.dead_letter(job_id, DeadLetter(slot=slot, text=text, reason=repr(exc),
+                                                 chunk=chunk, deliveries=deliveries,
+                                                 at=time.time()))
+        return
+    if outcome.finalized and info.extra.get("inbox"):
+        app.send_task(DELIVER_TASK, args=[job_id])
+
+
+@app.task(name=DELIVER_TASK)
+def deliver_inbox_job(job_id: str) -> None:
+    """Write a finished inbox job's outputs to its outbox and record the run."""
+    deliver_job(runtime.job_store(env_settings()), job_id)
+
+
+@app.task(name=SCAN_TASK)
+def scan_inbox(entry: dict[str, Any]) -> None:
+    """One scheduled run of an inbox entry (beat sends the entry itself)."""
+    run_inbox(runtime.job_store(env_settings()), InboxEntry.from_dict(entry))
