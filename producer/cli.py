@@ -9,3 +9,9 @@ import click
 @click.version_option(package_name="transqueue")
 def main() -> None:
     """Translate documents English→Chinese, in-process or on Celery workers."""
+
+
+from producer import cmd_jobs, cmd_service  # noqa: E402  (commands register on `main`)
+
+for command in (*cmd_jobs.COMMANDS, *cmd_service.COMMANDS):
+    main.add_command(command)
