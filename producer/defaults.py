@@ -1,0 +1,42 @@
+"""Defaults for reading, segmenting and writing documents.
+
+Each constant documents what it bounds; the ones read from the environment carry a
+``TRANSQUEUE_`` prefix.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Longest logical paragraph (in characters) handed to pysbd in one piece. Longer paragraphs
+#: are first cut at the last likely sentence end (or else the last space) before this length.
+#: pysbd's run time grows badly with length on some inputs; the cap bounds each call.
+PARAGRAPH_MAX_CHARS = 2000
+
+#: Seconds one pysbd call may run before it is abandoned (its process is killed) and the
+#: paragraph is split by the fallback splitter instead. Normal paragraphs take milliseconds.
+PYSBD_TIMEOUT_S = float(os.environ.get("TRANSQUEUE_PYSBD_TIMEOUT", "5"))
+
+#: Seconds allowed for starting the pysbd helper process (interpreter start + import).
+PYSBD_STARTUP_TIMEOUT_S = 120.0
+
+#: Characters pysbd uses internally as placeholders. A paragraph containing any of them is
+#: segmented by the fallback splitter, because pysbd would turn them into other text.
+PYSBD_RESERVED_CHARS = frozenset("∯♟♝♨☝ƪ⁃ᓰᓱᓳᓴᓷᓸ✂⎋☏☉☈☇☄∮ȹȸ⌬♭♬")
+
+#: Shortest run of digits, commas, spaces and hyphens after ``.[`` that is sent to the fallback
+#: splitter: pysbd's NUMBERED_REFERENCE_REGEX backtracks exponentially on such runs
+#: (pysbd issues #76/#79; 8 groups of three digits already take seconds).
+PYSBD_BRACKET_RUN_LIMIT = 16
+
+#: Infix put before the suffix of an output file: ``report.md`` -> ``report.zh.md``.
+OUTPUT_INFIX = ".zh"
+
+#: Document formats by file suffix.
+FORMAT_BY_SUFFIX = {
+    ".txt": "txt",
+    ".text": "txt",
+    ".md": "md",
+    ".markdown": "md",
+    ".jsonl": "jsonl",
+}

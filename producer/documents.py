@@ -1,0 +1,112 @@
+"""Documents: read a file into sentences to translate, and render it back with translations.
+
+Public API (shared with the distributed path): ``DocumentError``, ``Segment``, ``Document``,
+``ReadOptions``, ``read_document``, ``parse_text``, ``output_path``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from producer import defaults
+from producer.formats import jsonl, markdown, text
+from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
+
+__all__ = [
+    "Document",
+    "DocumentError",
+    "ReadOptions",
+    "Segment",
+    "output_path",
+    "parse_text",
+    "read_document",
+]
+
+FORMATS = ("txt", "md", "jsonl")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read documents.
+
+    ``fields``: the JSONL fields to translate (top-level keys or dotted paths).
+    ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
+    paragraphs rather than one unit per line.
+    """
+
+    fields: tuple[str, ...] = ()
+    reflow: bool = False
+
+
+@dataclass
+class Document:
+    """A parsed document: the sentences to translate and the layout around them."""
+
+    path: Path | None
+    segments: list[Segment]
+    parts: list[Part] = field(default_factory=list, repr=False)
+
+    def render(self, translations: Sequence[str]) -> str:
+        """The output text, with segment ``i`` replaced by ``translations[i]``.
+
+        Rendering the segment texts themselves reproduces the input exactly.
+        """
+        if len(translations) != len(self.segments):
+            raise ValueError(
+                f"{len(translations)} translations for {len(self.segments)} segments"
+                + (f" of {self.path}" if self.path else "")
+            )
+        return render(self.parts, self.segments, translations)
+
+
+def format_of(path: Path) -> str:
+    """The format name for ``path``'s suffix; DocumentError for an unknown suffix."""
+    fmt = defaults.FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        supported = ", ".join(sorted(defaults.FORMAT_BY_SUFFIX))
+        raise DocumentError(
+            f"{path}: unsupported format {path.suffix or '(no suffix)'!r}; "
+            f"supported suffixes: {supported}"
+        )
+    return fmt
+
+
+def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
+    """Read and parse ``path`` (UTF-8, line endings kept), choosing the format by suffix."""
+    path = Path(path)
+    fmt = format_of(path)
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            content = handle.read()
+    except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
+        raise DocumentError(f"{path}:{line}: not valid UTF-8 ({error.reason})") from None
+    return parse_text(content, fmt, options, path)
+
+
+def parse_text(
+    content: str, fmt: str, options: ReadOptions = ReadOptions(), path: Path | None = None
+) -> Document:
+    """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl")."""
+    where = str(path) if path else "<input>"
+    segments: list[Segment] = []
+    builder = LayoutBuilder(content, segments)
+    if fmt == "txt":
+        text.build(builder, reflow=options.reflow)
+    elif fmt == "md":
+        markdown.build(builder)
+    elif fmt == "jsonl":
+        if not options.fields:
+            raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
+        jsonl.build(builder, options.fields, where, reflow=options.reflow)
+    else:
+        raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
+    return Document(path, segments, builder.finish())
+
+
+def output_path(input_path: Path) -> Path:
+    """Where the translation of ``input_path`` goes: ``report.md`` -> ``report.zh.md``."""
+    input_path = Path(input_path)
+    return input_path.with_name(f"{input_path.stem}{defaults.OUTPUT_INFIX}{input_path.suffix}")

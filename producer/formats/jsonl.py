@@ -1,0 +1,124 @@
+"""JSON Lines: translate named string fields of each record, keep every other byte."""
+
+from __future__ import annotations
+
+import json
+from json.decoder import scanstring
+
+from producer.formats import text as text_format
+from producer.formats.lines import split_lines
+from producer.layout import DocumentError, LayoutBuilder
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+def build(
+    builder: LayoutBuilder, fields: tuple[str, ...], where: str, reflow: bool = False
+) -> None:
+    """Lay out ``builder.source`` as JSONL, translating the string values of ``fields``.
+
+    A field is a top-level key or a dotted path into nested objects (``meta.title``); an exact
+    top-level key wins over a dotted path. A record without the field, or with ``null`` there,
+    passes through. A string value is laid out like a ``.txt`` document (one unit per line).
+    Invalid JSON or a non-string value is a ``DocumentError`` naming ``where``:line:column.
+    """
+    source = builder.source
+    for number, line in enumerate(split_lines(source), start=1):
+        content = line.content(source)
+        if not content.strip():
+            continue
+        try:
+            record = json.loads(content)
+        except json.JSONDecodeError as error:
+            raise DocumentError(
+                f"{where}:{number}:{error.colno}: invalid JSON: {error.msg}"
+            ) from None
+        if not isinstance(record, dict):
+            continue
+        spans = []
+        for field in fields:
+            span = _find(content, _skip(content, 0), field)
+            if span is None:
+                continue
+            value = json.loads(content[span[0] : span[1]])
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise DocumentError(
+                    f"{where}:{number}:{span[0] + 1}: field {field!r} holds "
+                    f"{type(value).__name__}, not a string"
+                )
+            spans.append((span, value))
+        for (start, end), value in sorted(spans, key=lambda item: item[0]):
+            _translate_value(builder, line.start + start, line.start + end, value, reflow)
+
+
+def _translate_value(
+    builder: LayoutBuilder, start: int, end: int, value: str, reflow: bool
+) -> None:
+    raw = builder.source[start:end]
+    positions = _raw_positions(raw)
+    nested = LayoutBuilder(value, builder.segments, lambda p: builder.offset(start + positions[p]))
+    text_format.build(nested, reflow=reflow)
+    builder.encoded(end, raw, value, nested.finish())
+
+
+def _find(content: str, position: int, field: str) -> tuple[int, int] | None:
+    """The raw span of ``field``'s value in the object starting at ``position``."""
+    members = _members(content, position)
+    if field in members:
+        return members[field]
+    head, dot, rest = field.partition(".")
+    while dot:
+        span = members.get(head)
+        if span is not None and content.startswith("{", span[0]):
+            found = _find(content, span[0], rest)
+            if found is not None:
+                return found
+        more, dot, rest = rest.partition(".")
+        head = f"{head}.{more}"
+    return None
+
+
+def _members(content: str, position: int) -> dict[str, tuple[int, int]]:
+    """Raw value spans by key, for the (valid) JSON object starting at ``position``."""
+    members: dict[str, tuple[int, int]] = {}
+    position = _skip(content, position + 1)
+    while content[position] != "}":
+        key, position = scanstring(content, position + 1)
+        position = _skip(content, _skip(content, position) + 1)  # past the colon
+        _, end = _DECODER.raw_decode(content, position)
+        members[key] = (position, end)
+        position = _skip(content, end)
+        if content[position] == ",":
+            position = _skip(content, position + 1)
+    return members
+
+
+def _skip(content: str, position: int) -> int:
+    while position < len(content) and content[position] in _WHITESPACE:
+        position += 1
+    return position
+
+
+def _raw_positions(raw: str) -> list[int]:
+    """For each decoded character of the JSON string ``raw`` (and the end), its offset in it."""
+    positions = []
+    i = 1  # past the opening quote
+    while i < len(raw) - 1:
+        positions.append(i)
+        if raw[i] != "\\":
+            i += 1
+        elif raw[i + 1] != "u":
+            i += 2
+        elif (
+            0xD800 <= int(raw[i + 2 : i + 6], 16) < 0xDC00
+            and raw.startswith("\\u", i + 6)
+            and (0xDC00 <= int(raw[i + 8 : i + 12], 16) < 0xE000)
+        ):
+            i += 12  # a surrogate pair decodes to one character
+        else:
+            i += 6
+    positions.append(len(raw) - 1)
+    return positions

@@ -1,0 +1,208 @@
+"""Markdown: translate the text of paragraphs, headings, lists, quotes and tables only.
+
+A line-based block scanner: YAML/TOML front matter, fenced and indented code, HTML blocks,
+link reference definitions, thematic breaks and table delimiter rows pass through whole.
+Other lines lose their container markup (quote markers, list markers, heading hashes) to
+passthrough, and the rest is split into text and inline markup by
+``producer.formats.markdown_inline``. Consecutive lines of one paragraph are read as one
+paragraph, so sentences hard-wrapped across lines are translated whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from producer.formats.lines import Line, split_lines
+from producer.formats.markdown_inline import text_spans
+from producer.layout import LayoutBuilder
+
+_CONTAINER = re.compile(
+    r"(?P<quote>(?:[ ]{0,3}>[ ]?)*)[ \t]*"
+    r"(?P<marker>(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?)?"
+)
+_HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
+_HEADING_CLOSE = re.compile(r"(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+_RULE_OR_UNDERLINE = re.compile(r"[ ]{0,3}(?:([-*_])(?:[ \t]*\1){2,}|=+|-+)[ \t]*$")
+_REFERENCE = re.compile(r"[ ]{0,3}\[[^\]]+\]:[ \t]*\S")
+_TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_INDENTED_CODE = re.compile(r"(?: {4}|[ ]{0,3}\t)")
+_HTML_BLOCK_TAGS = (
+    "address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|fieldset|"
+    "figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|"
+    "nav|ol|p|section|summary|table|tbody|td|tfoot|th|thead|title|tr|ul|video|audio|picture"
+)
+_HTML_UNTIL_BLANK = re.compile(
+    rf"[ ]{{0,3}}(?:</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)"
+    r"|</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*)?/?>[ \t]*$)",
+    re.IGNORECASE,
+)
+_BLANK_LINE = re.compile(r"[ \t]*$")
+_HTML_UNTIL_MARKER = (
+    (
+        re.compile(r"[ ]{0,3}<(?:script|pre|style|textarea)(?:[\s>]|$)", re.I),
+        re.compile(r"</(?:script|pre|style|textarea)>", re.I),
+    ),
+    (re.compile(r"[ ]{0,3}<!--"), re.compile(r"-->")),
+    (re.compile(r"[ ]{0,3}<\?"), re.compile(r"\?>")),
+    (re.compile(r"[ ]{0,3}<![A-Z]"), re.compile(r">")),
+    (re.compile(r"[ ]{0,3}<!\[CDATA\["), re.compile(r"\]\]>")),
+)
+
+
+@dataclass(frozen=True)
+class _TextLine:
+    """A line with translatable content at ``start..end`` (after its container markup).
+
+    ``kind`` is "text" (a paragraph line), "item" (a list item's first line), "heading" or
+    "table" (a table row, whose cells are separate units).
+    """
+
+    start: int
+    end: int
+    quote_depth: int
+    kind: str
+
+
+def build(builder: LayoutBuilder) -> None:
+    """Lay out ``builder.source`` as Markdown."""
+    paragraph: list[_TextLine] = []
+    for line in _scan(builder.source):
+        if line is not None and paragraph and _continues(paragraph[-1], line):
+            paragraph.append(line)
+            continue
+        _translate(builder, paragraph)
+        paragraph = [line] if line is not None else []
+    _translate(builder, paragraph)
+
+
+def _continues(last: _TextLine, line: _TextLine) -> bool:
+    """Whether ``line`` continues the paragraph that ``last`` belongs to."""
+    return (
+        line.kind == "text"
+        and last.kind in ("text", "item")
+        and line.quote_depth == last.quote_depth
+    )
+
+
+def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
+    """Translate the runs of text in ``paragraph``; inline markup ends a run."""
+    run: list[tuple[int, int]] = []
+    previous_end = -1
+    for line in paragraph:
+        for start, end in text_spans(builder.source, line.start, line.end, line.kind == "table"):
+            if run and not (start == line.start and run[-1][1] == previous_end):
+                builder.paragraph(run)
+                run = []
+            run.append((start, end))
+        previous_end = line.end
+    builder.paragraph(run)
+
+
+def _scan(text: str) -> Iterator[_TextLine | None]:
+    """Yield a ``_TextLine`` per line with text, and None for each passthrough line or block."""
+    lines = list(split_lines(text))
+    i = _front_matter_end(text, lines)
+    if i:
+        yield None
+    previous_blank, in_list, in_table = True, False, False
+    while i < len(lines):
+        content = lines[i].content(text)
+        blank = not content.strip()
+        container = _CONTAINER.match(content)
+        fence = _FENCE.match(content[container.end() :].lstrip())
+        html_end = _html_block_end(content) if previous_blank else None
+        if blank:
+            in_table = False
+            yield None
+        elif previous_blank and not in_list and _INDENTED_CODE.match(content):
+            i = _skip_indented_code(text, lines, i)
+            yield None
+        elif fence:
+            i = _skip_fence(text, lines, i, fence.group(1))
+            yield None
+        elif html_end is not None:
+            i = _skip_html(text, lines, i, html_end)
+            yield None
+        elif _RULE_OR_UNDERLINE.match(content) or _REFERENCE.match(content):
+            yield None
+        elif (in_table and "|" in content) or _is_table_header(text, lines, i):
+            in_table = True
+            yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
+        else:
+            yield _text_line(lines[i], content, container)
+            in_list = bool(container.group("marker")) or (in_list and content[:1] in " \t")
+        previous_blank = blank
+        i += 1
+
+
+def _text_line(line: Line, content: str, container: re.Match[str]) -> _TextLine:
+    depth = container.group("quote").count(">")
+    heading = _HEADING.match(content, container.end())
+    if heading:
+        close = _HEADING_CLOSE.search(content, heading.end())
+        return _TextLine(line.start + heading.end(), line.start + close.start(), depth, "heading")
+    kind = "item" if container.group("marker") else "text"
+    return _TextLine(line.start + container.end(), line.start + len(content.rstrip()), depth, kind)
+
+
+def _is_table_header(text: str, lines: Sequence[Line], i: int) -> bool:
+    if i + 1 >= len(lines) or "|" not in lines[i].content(text):
+        return False
+    delimiter = lines[i + 1].content(text)
+    return "-" in delimiter and bool(_TABLE_DELIMITER.match(delimiter))
+
+
+def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
+    """Number of lines of YAML (---) or TOML (+++) front matter at the start, else 0."""
+    if not lines or lines[0].content(text).rstrip() not in ("---", "+++"):
+        return 0
+    fence = lines[0].content(text).rstrip()
+    closers = (fence, "...") if fence == "---" else (fence,)
+    for i in range(1, len(lines)):
+        if lines[i].content(text).rstrip() in closers:
+            return i + 1
+    return 0
+
+
+def _skip_indented_code(text: str, lines: Sequence[Line], i: int) -> int:
+    """Index of the last line of the indented code block starting at line ``i``."""
+    last = i
+    for j in range(i + 1, len(lines)):
+        content = lines[j].content(text)
+        if _INDENTED_CODE.match(content):
+            last = j
+        elif content.strip():
+            break
+    return last
+
+
+def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str) -> int:
+    """Index of the line closing the fence opened at line ``i`` (or the last line)."""
+    closing = re.compile(re.escape(fence[0]) + f"{{{len(fence)},}}[ \\t]*$")
+    for j in range(i + 1, len(lines)):
+        content = lines[j].content(text)
+        if closing.match(content[_CONTAINER.match(content).end() :].lstrip()):
+            return j
+    return len(lines) - 1
+
+
+def _html_block_end(content: str) -> re.Pattern[str] | None:
+    """For a line opening an HTML block, the pattern of the block's last line; else None."""
+    for start, end in _HTML_UNTIL_MARKER:
+        if start.match(content):
+            return end
+    return _BLANK_LINE if _HTML_UNTIL_BLANK.match(content) else None
+
+
+def _skip_html(text: str, lines: Sequence[Line], i: int, end: re.Pattern[str]) -> int:
+    """Index of the last line of the HTML block opened at line ``i``."""
+    for j in range(i, len(lines)):
+        if end is _BLANK_LINE:
+            if j + 1 == len(lines) or _BLANK_LINE.match(lines[j + 1].content(text)):
+                return j
+        elif end.search(lines[j].content(text), 4 if j == i else 0):
+            return j
+    return len(lines) - 1

@@ -1,0 +1,34 @@
+"""Plain text: one unit per line, or (reflow) one paragraph per blank-line-separated block."""
+
+from __future__ import annotations
+
+from producer.formats.lines import Line, split_lines
+from producer.layout import LayoutBuilder
+
+
+def build(builder: LayoutBuilder, reflow: bool = False) -> None:
+    """Lay out ``builder.source`` as plain text.
+
+    By default each line is its own paragraph, so output line N translates input line N.
+    With ``reflow``, consecutive non-blank lines form one hard-wrapped paragraph.
+    """
+    text = builder.source
+    if not reflow:
+        for line in split_lines(text):
+            builder.paragraph([trimmed(text, line)])
+        return
+    block: list[tuple[int, int]] = []
+    for line in split_lines(text):
+        if line.content(text).strip():
+            block.append(trimmed(text, line))
+        else:
+            builder.paragraph(block)
+            block = []
+    builder.paragraph(block)
+
+
+def trimmed(text: str, line: Line) -> tuple[int, int]:
+    """The span of a line's content without leading and trailing whitespace."""
+    content = line.content(text)
+    lead = len(content) - len(content.lstrip())
+    return line.start + lead, line.start + len(content.rstrip())

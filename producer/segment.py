@@ -1,0 +1,127 @@
+"""Sentence splitting of one paragraph: pysbd behind guard rails, with a regex fallback.
+
+Guard rails, in order:
+
+1. a paragraph never holds a line break (the format readers split paragraphs first);
+2. a paragraph longer than ``PARAGRAPH_MAX_CHARS`` is pre-cut at likely sentence ends;
+3. text with pysbd's reserved placeholder characters, or with the digit runs that make its
+   regexes backtrack exponentially, goes straight to the fallback splitter;
+4. pysbd runs in a helper process with a timeout (see ``producer.pysbd_process``);
+5. pysbd's pieces must join back to the paragraph exactly (pysbd can drop text, #57),
+   otherwise the fallback splitter is used.
+
+The result is a list of ``(start, end)`` spans, each a sentence without surrounding
+whitespace; the whitespace between them is left to the caller as passthrough.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from producer import defaults, pysbd_process
+
+Span = tuple[int, int]
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e al fig figs no nos vol pp p cf approx dept est "
+    "inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k u.n a.m p.m".split()
+)
+_FALLBACK_BOUNDARY = re.compile(
+    r"[.!?…]+[\"'”’)\]]*(?=\s+[\"'“‘(\[]?(?![a-z])\S)"  # .!? before a non-lower-case word
+    r"|[。！？]+[”’」）]*"  # CJK sentence ends
+)
+_WORD_BEFORE = re.compile(r"([\w.]+)$")
+_INNER_TERMINATOR = re.compile(r"[.!?…。！？;:\r]")
+_BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT},}}")
+_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+|\S+@\S+\.\w+", re.IGNORECASE)
+
+
+def needs_translation(text: str) -> bool:
+    """Whether ``text`` holds words to translate: some letter outside URLs and e-mail addresses."""
+    return any(unicodedata.category(c).startswith("L") for c in _URL.sub("", text))
+
+
+def split_sentences(text: str) -> list[Span]:
+    """Sentence spans of one paragraph (no line breaks), stripped of surrounding whitespace."""
+    spans: list[Span] = []
+    for start, end in _precut(text, defaults.PARAGRAPH_MAX_CHARS):
+        spans.extend((start + s, start + e) for s, e in _split_chunk(text[start:end]))
+    return spans
+
+
+def fallback_split(text: str) -> list[Span]:
+    """Regex sentence splitter: ends at ``.!?`` before a word not in lower case, or at ``。！？``.
+
+    Skips periods after known abbreviations and single-letter initials.
+    """
+    spans: list[Span] = []
+    start = 0
+    for match in _FALLBACK_BOUNDARY.finditer(text):
+        if match.group().startswith(".") and _is_abbreviation(text, match.start()):
+            continue
+        spans.append((start, match.end()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return [span for span in (_strip(text, s, e) for s, e in spans) if span is not None]
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    word = _WORD_BEFORE.search(text, 0, dot)
+    if word is None:
+        return False
+    token = word.group(1).lower()
+    return token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha())
+
+
+def _precut(text: str, limit: int) -> list[Span]:
+    """Cut ``text`` into chunks of at most ``limit`` characters at likely sentence ends."""
+    chunks: list[Span] = []
+    start = 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        ends = [e for _, e in fallback_split(window)[:-1]]
+        cut = ends[-1] if ends else window.rfind(" ") + 1 or limit
+        chunks.append((start, start + cut))
+        start += cut
+    chunks.append((start, len(text)))
+    return chunks
+
+
+def _split_chunk(chunk: str) -> list[Span]:
+    stripped = _strip(chunk, 0, len(chunk))
+    if stripped is None:
+        return []
+    lead, tail = stripped
+    body = chunk[lead:tail]
+    if not _INNER_TERMINATOR.search(body[:-1]):
+        return [stripped]  # no sentence end before the last character: one sentence
+    spans = _pysbd_spans(body)
+    if spans is None:
+        spans = fallback_split(body)
+    return [(lead + s, lead + e) for s, e in spans]
+
+
+def _pysbd_spans(body: str) -> list[Span] | None:
+    """pysbd's sentences for ``body`` if pysbd is safe to ask and its pieces join back exactly."""
+    if not defaults.PYSBD_RESERVED_CHARS.isdisjoint(body) or _BRACKET_RUN.search(body):
+        return None
+    raw = pysbd_process.shared().spans(body)
+    if not raw:
+        return None
+    position = 0
+    for start, end in raw:
+        if start != position or end <= start:
+            return None  # a gap, an overlap or a repeat: pysbd lost or duplicated text
+        position = end
+    if position != len(body):
+        return None
+    return [span for span in (_strip(body, s, e) for s, e in raw) if span is not None]
+
+
+def _strip(text: str, start: int, end: int) -> Span | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None

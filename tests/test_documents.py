@@ -1,0 +1,349 @@
+"""Documents: identity reassembly in every format, structure kept, nothing lost or repeated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from producer.documents import (
+    Document,
+    DocumentError,
+    ReadOptions,
+    output_path,
+    parse_text,
+    read_document,
+)
+
+WORDS = st.sampled_from(
+    ["Hello", "world", "Dr.", "U.S.", "e.g.", "3.14", "42", "中文", "∯", "ȸ", "café", "x"]
+)
+PUNCT = st.sampled_from([" ", " ", ". ", "! ", "? ", ", ", "  ", "\t", "...", "—", "\r", ""])
+EOL = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def sentence_text(draw) -> str:
+    parts = draw(st.lists(st.tuples(WORDS, PUNCT), max_size=8))
+    return "".join(word + sep for word, sep in parts)
+
+
+@st.composite
+def txt_documents(draw) -> str:
+    lines = draw(st.lists(st.tuples(st.sampled_from(["", "  ", "\t"]), sentence_text(), EOL)))
+    text = "".join(indent + body + eol for indent, body, eol in lines)
+    if draw(st.booleans()):
+        text += draw(sentence_text())  # no final line ending
+    return text
+
+
+@st.composite
+def md_documents(draw) -> str:
+    eol = draw(EOL)
+    blocks = draw(
+        st.lists(
+            st.one_of(
+                sentence_text().map(lambda s: s + eol + s),
+                sentence_text().map(lambda s: "# " + s + " #"),
+                sentence_text().map(lambda s: "## " + s),
+                st.lists(sentence_text(), min_size=1, max_size=3).map(
+                    lambda items: eol.join(f"- {item}" for item in items)
+                ),
+                st.lists(sentence_text(), min_size=1, max_size=3).map(
+                    lambda items: eol.join(f"{n}. {item}" for n, item in enumerate(items, 1))
+                ),
+                sentence_text().map(lambda s: f"> {s}{eol}> {s}"),
+                sentence_text().map(lambda s: f"```python{eol}print('{s}'){eol}```"),
+                sentence_text().map(lambda s: f"    {s}"),
+                sentence_text().map(lambda s: f"| {s} | `a|b` |{eol}|---|---:|{eol}| {s} | 42 |"),
+                sentence_text().map(lambda s: f'See [{s}](http://x.y/{len(s)} "t") and `{s}`.'),
+                sentence_text().map(lambda s: f"*{s}* **{s}** <b>{s}</b> https://e.com/{len(s)}"),
+                sentence_text().map(lambda s: f"<div>{eol}{s}{eol}</div>"),
+                sentence_text().map(lambda s: f"[ref]: http://x.y{eol}{s}"),
+            ),
+            max_size=6,
+        )
+    )
+    front = draw(st.sampled_from(["", f"---{eol}title: Some title{eol}---{eol}"]))
+    return front + (eol + eol).join(blocks) + draw(st.sampled_from(["", eol]))
+
+
+@st.composite
+def jsonl_documents(draw) -> str:
+    records = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"id": st.integers()},
+                optional={
+                    "text": st.one_of(st.text(), sentence_text(), st.none()),
+                    "meta": st.fixed_dictionaries({}, optional={"title": sentence_text()}),
+                    "other": st.text(),
+                },
+            )
+        )
+    )
+    lines = []
+    for record in records:
+        separators = draw(st.sampled_from([(", ", ": "), (",", ":"), (" , ", " : ")]))
+        ascii_only = draw(st.booleans())
+        lines.append(json.dumps(record, separators=separators, ensure_ascii=ascii_only))
+    eol = draw(EOL)
+    return eol.join(lines) + draw(st.sampled_from(["", eol]))
+
+
+def identity(doc: Document) -> str:
+    return doc.render([segment.text for segment in doc.segments])
+
+
+def assert_each_translation_once_in_order(doc: Document, unescape=lambda text: text) -> None:
+    """Render distinct markers; each appears exactly once, in segment order."""
+    markers = [f"〔{i}〕" for i in range(len(doc.segments))]
+    out = unescape(doc.render(markers))
+    positions = [out.find(marker) for marker in markers]
+    assert all(out.count(marker) == 1 for marker in markers)
+    assert positions == sorted(positions)
+
+
+def assert_offsets(doc: Document, content: str) -> None:
+    previous_end = 0
+    for i, segment in enumerate(doc.segments):
+        assert segment.index == i
+        assert previous_end <= segment.start < segment.end <= len(content)
+        assert segment.text == segment.text.strip() and "\n" not in segment.text
+        previous_end = segment.end
+
+
+# -- identity and completeness properties ----------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(txt_documents(), st.booleans())
+def test_txt_identity(content, reflow):
+    doc = parse_text(content, "txt", ReadOptions(reflow=reflow))
+    assert identity(doc) == content
+    assert_offsets(doc, content)
+    assert_each_translation_once_in_order(doc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(md_documents())
+def test_md_identity(content):
+    doc = parse_text(content, "md")
+    assert identity(doc) == content
+    assert_offsets(doc, content)
+    assert_each_translation_once_in_order(doc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(jsonl_documents())
+def test_jsonl_identity(content):
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text", "meta.title")))
+    assert identity(doc) == content
+    assert_offsets(doc, content)
+    assert_each_translation_once_in_order(doc, unescape=lambda out: out)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(), st.sampled_from(["txt", "md"]))
+def test_any_text_identity(content, fmt):
+    assert identity(parse_text(content, fmt)) == content
+
+
+# -- plain text ----------------------------------------------------------------------
+
+
+def test_txt_line_per_unit_keeps_line_count_and_endings():
+    content = "First line. Second sentence.\r\n\r\n  42\nLast line without end"
+    doc = parse_text(content, "txt")
+    assert [s.text for s in doc.segments] == [
+        "First line.",
+        "Second sentence.",
+        "Last line without end",
+    ]
+    out = doc.render(["第一。", "第二。", "最后"])
+    assert out == "第一。第二。\r\n\r\n  42\n最后"
+    assert out.count("\n") == content.count("\n")
+
+
+def test_txt_space_kept_after_untranslated_or_latin_sentence():
+    doc = parse_text("One. Two. Three.\n", "txt")
+    assert doc.render(["One.", "二。", "Three."]) == "One. 二。Three.\n"
+    assert doc.render(["OK.", "Fine.", "Done."]) == "OK. Fine. Done.\n"
+
+
+def test_txt_reflow_joins_hard_wrapped_blocks():
+    content = "It was a dark\r\nand stormy night. The\r\nrain fell.\r\n\r\nChapter two.\r\n"
+    doc = parse_text(content, "txt", ReadOptions(reflow=True))
+    assert [s.text for s in doc.segments] == [
+        "It was a dark and stormy night.",
+        "The rain fell.",
+        "Chapter two.",
+    ]
+    assert doc.render(["夜。", "雨。", "二。"]) == "夜。雨。\r\n\r\n二。\r\n"
+
+
+# -- Markdown ------------------------------------------------------------------------
+
+MARKDOWN = """\
+---
+title: Not translated
+---
+# Getting started #
+
+Dr. Smith went to the U.S. on Monday. He met
+Bob there. See [the docs](http://x.y/a "T") now.
+
+```python
+print("Hello. World.")
+```
+
+    indented code. Here.
+
+- First item. Two.
+- [ ] Task item
+  continued here.
+
+> Quote one. Quote
+> two.
+
+| Name | Value |
+|------|------:|
+| Alpha `x|y` | 42 |
+
+<div>
+HTML block. Here.
+</div>
+
+Inline <b>bold</b> and `code` and https://example.com/x. <https://a.b> End.
+
+[ref]: http://example.com
+"""
+
+
+def test_markdown_structure():
+    doc = parse_text(MARKDOWN, "md")
+    assert [s.text for s in doc.segments] == [
+        "Getting started",
+        "Dr. Smith went to the U.S. on Monday.",
+        "He met Bob there.",
+        "See",
+        "the docs",
+        "now.",
+        "First item.",
+        "Two.",
+        "Task item continued here.",
+        "Quote one.",
+        "Quote two.",
+        "Name",
+        "Value",
+        "Alpha",
+        "Inline",
+        "bold",
+        "and",
+        "and",
+        "End.",
+    ]
+    out = doc.render([f"译{i}。" for i in range(len(doc.segments))])
+    for kept in (
+        "---\ntitle: Not translated\n---\n",
+        '```python\nprint("Hello. World.")\n```\n',
+        "    indented code. Here.\n",
+        "<div>\nHTML block. Here.\n</div>\n",
+        '(http://x.y/a "T")',
+        "`code`",
+        "https://example.com/x.",
+        "<https://a.b>",
+        "[ref]: http://example.com\n",
+        "|------|------:|\n",
+        "`x|y` | 42 |",
+    ):
+        assert kept in out
+    assert "# 译0。 #\n" in out
+    assert '\n译1。译2。译3。 [译4。](http://x.y/a "T") 译5。\n' in out
+    assert "\n- 译6。译7。\n- [ ] 译8。\n" in out
+    assert "\n> 译9。译10。\n" in out
+    assert "\n| 译11。 | 译12。 |\n" in out
+
+
+def test_markdown_link_text_and_emphasis_keep_markup():
+    doc = parse_text("Read **the guide** and [this page](page.md).\n", "md")
+    assert [s.text for s in doc.segments] == ["Read", "the guide", "and", "this page"]
+    assert doc.render(["读", "指南", "和", "此页"]) == "读 **指南** 和 [此页](page.md).\n"
+
+
+# -- JSONL ---------------------------------------------------------------------------
+
+
+def test_jsonl_translates_fields_and_keeps_the_rest_byte_for_byte():
+    content = (
+        '{"id": 1, "text": "Hello there. Bye.\\nSecond \\u00e9 line.", '
+        '"meta": {"title": "A title"}}\n'
+        "\n"
+        '{"id":2,"other":"Keep me."}\r\n'
+        "[1, 2]\n"
+        '{"text": null}\n'
+    )
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text", "meta.title")))
+    assert [s.text for s in doc.segments] == [
+        "Hello there.",
+        "Bye.",
+        "Second é line.",
+        "A title",
+    ]
+    assert content[doc.segments[2].start : doc.segments[2].end] == "Second \\u00e9 line."
+    out = doc.render(["你好。", "再见。", "第二行。", "标题"])
+    lines = out.split("\n")
+    assert json.loads(lines[0]) == {
+        "id": 1,
+        "text": "你好。再见。\n第二行。",
+        "meta": {"title": "标题"},
+    }
+    assert lines[1:] == content.split("\n")[1:]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"text": "ok"}\n{"text": oops}\n', "doc.jsonl:2:10: invalid JSON"),
+        ('{"text": "ok"}\n\n{"id": 1, "text": 5}\n', "doc.jsonl:3:19: field 'text' holds int"),
+    ],
+)
+def test_jsonl_errors_name_file_line_and_column(content, message):
+    with pytest.raises(DocumentError, match=message):
+        parse_text(content, "jsonl", ReadOptions(fields=("text",)), Path("doc.jsonl"))
+
+
+def test_jsonl_needs_a_field():
+    with pytest.raises(DocumentError, match="--field"):
+        parse_text("{}\n", "jsonl")
+
+
+# -- files ---------------------------------------------------------------------------
+
+
+def test_read_document_keeps_crlf(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"One.\r\nTwo.\r\n")
+    doc = read_document(path)
+    assert doc.path == path
+    assert identity(doc) == "One.\r\nTwo.\r\n"
+
+
+def test_unknown_suffix_is_refused(tmp_path):
+    with pytest.raises(DocumentError, match=r"unsupported format '\.pdf'.*\.jsonl.*\.md.*\.txt"):
+        read_document(tmp_path / "report.pdf")
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nbad \xff here\n")
+    with pytest.raises(DocumentError, match=r"bad\.txt:2: not valid UTF-8"):
+        read_document(path)
+
+
+def test_output_path():
+    assert output_path(Path("docs/report.md")) == Path("docs/report.zh.md")
+    assert output_path(Path("corpus.jsonl")) == Path("corpus.zh.jsonl")

@@ -1,0 +1,136 @@
+"""Sentence splitting: pysbd behind guard rails, golden cases for pysbd's known failures."""
+
+from __future__ import annotations
+
+import pysbd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from producer import defaults
+from producer.pysbd_process import PysbdProcess
+from producer.segment import fallback_split, needs_translation, split_sentences
+
+
+def sentences(text: str) -> list[str]:
+    return [text[start:end] for start, end in split_sentences(text)]
+
+
+def assert_covers(text: str, spans: list[tuple[int, int]]) -> None:
+    """Spans are in order, stripped, and only whitespace lies outside them: nothing lost."""
+    position = 0
+    for start, end in spans:
+        assert position <= start < end
+        assert not text[position:start].strip()
+        assert text[start:end] == text[start:end].strip()
+        position = end
+    assert not text[position:].strip()
+
+
+def pysbd_joins_back(text: str) -> bool:
+    spans = pysbd.Segmenter(language="en", clean=False, char_span=True).segment(text)
+    return "".join(span.sent for span in spans) == text
+
+
+# -- pysbd's known failures -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["He said no.!!", "Hello,... !!?", "a.   .!?"])
+def test_text_pysbd_drops_is_kept(text):
+    # pysbd #57-style text loss: pysbd itself loses the trailing punctuation here
+    assert not pysbd_joins_back(text)
+    assert "".join(sentences(text)).replace(" ", "") == text.replace(" ", "")
+    assert_covers(text, split_sentences(text))
+
+
+@pytest.mark.parametrize("char", sorted(defaults.PYSBD_RESERVED_CHARS))
+def test_pysbd_reserved_characters_survive(char):
+    text = f"Press {char} to go on. Then press &{char}& to stop."
+    assert sentences(text) == [f"Press {char} to go on.", f"Then press &{char}& to stop."]
+
+
+def test_reserved_characters_do_lose_text_in_pysbd():
+    assert not pysbd_joins_back("Hello ∯ world. Next ȸ one.")
+
+
+def test_catastrophic_backtracking_input_completes():
+    # pysbd #76/#79: NUMBERED_REFERENCE_REGEX backtracks exponentially on these
+    reference = "[" + " ".join(["111"] * 40) + "]"
+    text = f"See the list..{reference} Next sentence here."
+    assert_covers(text, split_sentences(text))
+    assert sentences(text)[-1].endswith("Next sentence here.")
+
+
+def test_timeout_kills_a_runaway_pysbd_call_and_recovers():
+    runaway = "See ..[" + " ".join(["111"] * 12) + "]"
+    helper = PysbdProcess(timeout_s=0.5)
+    try:
+        assert helper.spans(runaway) is None
+        assert helper.spans("One. Two.") == [(0, 5), (5, 9)]
+    finally:
+        helper.close()
+
+
+# -- golden splits ---------------------------------------------------------------------
+
+
+def test_abbreviations():
+    text = (
+        "Dr. Smith lives in the U.S. now. He likes fruit, e.g. apples, i.e. sweet food. "
+        "Smith et al. wrote it in 2020."
+    )
+    assert sentences(text) == [
+        "Dr. Smith lives in the U.S. now.",
+        "He likes fruit, e.g. apples, i.e. sweet food.",
+        "Smith et al. wrote it in 2020.",
+    ]
+
+
+def test_decimals():
+    text = "Pi is 3.14 roughly. The price rose 2.5 percent in Jan. 2020."
+    assert sentences(text) == ["Pi is 3.14 roughly.", "The price rose 2.5 percent in Jan. 2020."]
+
+
+def test_list_items():
+    assert sentences("1. Buy milk. 2. Walk the dog. 3. Sleep.") == [
+        "1. Buy milk.",
+        "2. Walk the dog.",
+        "3. Sleep.",
+    ]
+
+
+def test_single_sentence_and_blank():
+    assert sentences("  Just one sentence without an end  ") == ["Just one sentence without an end"]
+    assert split_sentences("   ") == []
+
+
+def test_long_paragraph_is_cut_below_the_cap():
+    text = " ".join([f"This is sentence number {i} of a long paragraph." for i in range(400)])
+    spans = split_sentences(text)
+    assert_covers(text, spans)
+    assert len(spans) == 400
+    words = "word " * 2000
+    spans = split_sentences(words)
+    assert_covers(words, spans)
+    assert all(end - start <= defaults.PARAGRAPH_MAX_CHARS for start, end in spans)
+
+
+def test_fallback_splitter():
+    text = "Dr. Who met Mr. X. at 5. Then left! Did he? Yes. 好的。再见。"
+    got = [text[s:e] for s, e in fallback_split(text)]
+    assert got == ["Dr. Who met Mr. X. at 5.", "Then left!", "Did he?", "Yes.", "好的。", "再见。"]
+
+
+def test_needs_translation():
+    assert needs_translation("Hello")
+    assert not needs_translation("3.14 -- 42!")
+    assert not needs_translation("https://example.com/a-b")
+    assert not needs_translation("me@example.com")
+    assert needs_translation("中文")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(list("ab .!?;:\"'()[]1\t∯ȸ中。") + ["Dr.", "e.g.", "U.S."])))
+def test_split_never_loses_text(tokens):
+    text = "".join(tokens)
+    assert_covers(text, split_sentences(text))
