@@ -92,6 +92,9 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow"}
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    if table["inbox"] == table["outbox"]:
+        raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read "
+                            f"back as inputs)")
     schedule = table["schedule"]
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")

@@ -1,0 +1,114 @@
+"""worker.chunks.process_chunk on a real redis-server with stand-in translators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from worker.chunks import process_chunk
+from worker.config import Settings
+from worker.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobStore, NewJob
+
+pytest_plugins = ["distributed_support"]
+
+
+@dataclass(frozen=True)
+class Result:
+    text: str
+
+
+class Upper:
+    """Translates by upper-casing; raises on 'BAD'; records what it was asked."""
+
+    fingerprint = "upper"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.singles: list[str] = []
+
+    def translate(self, sentences):
+        batch = list(sentences)
+        self.batches.append(batch)
+        for sentence in batch:
+            if "BAD" in sentence:
+                raise RuntimeError("bad sentence")
+            yield Result(sentence.upper())
+
+    def translate_one(self, sentence):
+        self.singles.append(sentence)
+        if "BAD" in sentence:
+            raise RuntimeError("bad sentence")
+        return Result(sentence.upper())
+
+
+@pytest.fixture
+def store(redis_server):
+    redis_server.client().flushdb()
+    return JobStore.from_settings(Settings(redis_url=redis_server.url))
+
+
+def make_job(store, sentences, job_id="j"):
+    store.create(NewJob(job_id=job_id, documents=[DocumentRecord("a.txt", "txt",
+                                                                  tuple(range(len(sentences))))],
+                        sources=["x"], total=len(sentences), chunks=1, out="", origin="files"))
+    return list(enumerate(sentences))
+
+
+def test_first_delivery_translates_the_batch_and_finalizes(store):
+    items = make_job(store, ["a.", "b.", "c."])
+    translator = Upper()
+    outcome = process_chunk(store, translator, "j", 0, items, deliveries=1, max_deliveries=3)
+    assert (outcome.translated, outcome.hits, outcome.dead, outcome.finalized) == (3, 0, 0, True)
+    assert translator.batches == [["a.", "b.", "c."]] and translator.singles == []
+    assert store.slot_states("j", [0, 1, 2]) == ["A.", "B.", "C."]
+
+
+def test_memory_hits_are_not_translated_again(store):
+    items = make_job(store, ["a.", "b."], "first")
+    process_chunk(store, Upper(), "first", 0, items, deliveries=1, max_deliveries=3)
+    items = make_job(store, ["b.", "new."], "second")
+    translator = Upper()
+    outcome = process_chunk(store, translator, "second", 0, items, deliveries=1,
+                            max_deliveries=3)
+    assert (outcome.translated, outcome.hits) == (1, 1)
+    assert translator.batches == [["new."]]
+    assert store.info("second").hits == 1
+
+
+def test_settled_slots_are_skipped_on_redelivery(store):
+    items = make_job(store, ["a.", "b."])
+    store.record("j", 0, "a.", "A.", fingerprint="upper", hit=False)
+    translator = Upper()
+    outcome = process_chunk(store, translator, "j", 0, items, deliveries=2, max_deliveries=3)
+    assert outcome.translated == 1 and outcome.finalized
+    assert translator.singles == ["b."] and translator.batches == []
+
+
+def test_a_raising_sentence_is_dead_lettered_and_the_rest_translated(store):
+    items = make_job(store, ["a.", "a BAD one.", "c."])
+    outcome = process_chunk(store, Upper(), "j", 0, items, deliveries=1, max_deliveries=3)
+    assert (outcome.translated, outcome.dead, outcome.finalized) == (2, 1, True)
+    states = store.slot_states("j", [0, 1, 2])
+    assert states[0] == "A." and states[2] == "C."
+    assert isinstance(states[1], DeadLetter) and "bad sentence" in states[1].reason
+    assert store.info("j").state == PARTIAL
+    assert "batch failed" in store.errors("j")[0]["error"]
+
+
+def test_past_the_cap_the_first_unwritten_sentence_is_given_up(store):
+    items = make_job(store, ["a.", "crasher.", "c."])
+    store.record("j", 0, "a.", "A.", fingerprint="upper", hit=False)
+    outcome = process_chunk(store, Upper(), "j", 0, items, deliveries=4, max_deliveries=3)
+    assert (outcome.translated, outcome.dead) == (1, 1)
+    letter = store.dead_letters("j")[1]
+    assert letter.text == "crasher." and letter.deliveries == 4
+    assert "delivered 4 times" in letter.reason
+
+
+def test_a_worker_with_another_model_does_not_mix_outputs(store):
+    items = make_job(store, ["a."])
+    store.claim_fingerprint("j", "another-model")
+    outcome = process_chunk(store, Upper(), "j", 0, items, deliveries=1, max_deliveries=3)
+    assert outcome.dead == 1 and outcome.translated == 0
+    assert "differs" in store.dead_letters("j")[0].reason

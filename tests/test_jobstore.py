@@ -1,0 +1,171 @@
+"""worker.jobstore against a real redis-server: keys, exactly-once writes, finalize, TTLs."""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+
+import pytest
+
+from worker.config import Settings
+from worker.jobstore import (
+    CANCELLED,
+    DONE,
+    PARTIAL,
+    QUEUED,
+    RUNNING,
+    DeadLetter,
+    DocumentRecord,
+    JobKeys,
+    JobStore,
+    NewJob,
+    normalize_sentence,
+    tm_key,
+)
+
+pytest_plugins = ["distributed_support"]
+
+FP = "fingerprint-a"
+
+
+@pytest.fixture
+def store(redis_server):
+    redis_server.client().flushdb()
+    return JobStore.from_settings(Settings(redis_url=redis_server.url, result_ttl=500,
+                                           tm_ttl=900))
+
+
+def make_job(store: JobStore, job_id: str = "job1", total: int = 3) -> str:
+    doc = DocumentRecord("a.txt", "txt", tuple(range(total)))
+    store.create(NewJob(job_id=job_id, documents=[doc], sources=["source text"], total=total,
+                        chunks=1, out="/out", origin="files"))
+    return job_id
+
+
+def letter(slot: int) -> DeadLetter:
+    return DeadLetter(slot=slot, text=f"s{slot}", reason="boom", chunk=0, deliveries=1, at=0.0)
+
+
+def test_tm_key_depends_on_fingerprint_and_normalized_text():
+    decomposed = unicodedata.normalize("NFD", "café au lait.")
+    assert normalize_sentence(decomposed) == "café au lait."
+    assert tm_key(decomposed, FP) == tm_key("café au lait.", FP)
+    assert tm_key("café au lait.", FP) != tm_key("café au lait.", "other")
+    assert tm_key("Hello.", FP) != tm_key("Hello!", FP)
+    assert tm_key("Hello.", FP).startswith("tq:tm:")
+
+
+def test_create_stores_the_job_with_ttls(store):
+    make_job(store)
+    info = store.info("job1")
+    assert (info.state, info.total, info.documents, info.segments, info.out) == (
+        QUEUED, 3, 1, 3, "/out")
+    record, source = store.document("job1", 0)
+    assert record.slots == (0, 1, 2) and source == "source text"
+    for key in (JobKeys("job1").meta, JobKeys("job1").docs, JobKeys("job1").sources):
+        assert 0 < store.client.ttl(key) <= 500
+    assert store.job_ids() == ["job1"]
+
+
+def test_each_slot_counts_once_and_the_last_write_finalizes(store):
+    make_job(store)
+    first = store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
+    again = store.record("job1", 0, "s0", "other", fingerprint=FP, hit=False)
+    assert (first.written, first.finalized) == (True, False)
+    assert (again.written, again.finalized) == (False, False)
+    assert store.info("job1").state == RUNNING
+    store.record("job1", 1, "s1", "t1", fingerprint=FP, hit=True)
+    last = store.record("job1", 2, "s2", "t2", fingerprint=FP, hit=False)
+    assert last.finalized
+    info = store.info("job1")
+    assert (info.state, info.done, info.hits, info.dead) == (DONE, 3, 1, 0)
+    assert store.slot_states("job1", [0, 1, 2]) == ["t0", "t1", "t2"]
+    assert store.client.get(tm_key("s0", FP)) == "t0"
+    assert 0 < store.client.ttl(tm_key("s0", FP)) <= 900
+    assert store.stats() == {"translated": 2, "hits": 1}
+    # A redelivered chunk writing again after the end changes nothing.
+    assert not store.record("job1", 2, "s2", "t2", fingerprint=FP, hit=False).finalized
+    assert store.info("job1").done == 3
+
+
+def test_concurrent_writers_finalize_exactly_once(store):
+    total = 200
+    make_job(store, total=total)
+    finalized = []
+
+    def writer():
+        for slot in range(total):  # every thread writes every slot
+            w = store.record("job1", slot, f"s{slot}", f"t{slot}", fingerprint=FP, hit=False)
+            if w.finalized:
+                finalized.append(slot)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(finalized) == 1
+    assert store.info("job1").done == total
+
+
+def test_dead_letter_and_result_exclude_each_other(store):
+    make_job(store, total=2)
+    assert store.dead_letter("job1", letter(0)).written
+    assert not store.record("job1", 0, "s0", "late", fingerprint=FP, hit=False).written
+    store.record("job1", 1, "s1", "t1", fingerprint=FP, hit=False)
+    assert not store.dead_letter("job1", letter(1)).written
+    info = store.info("job1")
+    assert (info.state, info.done, info.dead, info.finished) == (PARTIAL, 1, 1, True)
+    states = store.slot_states("job1", [0, 1])
+    assert states[0] == letter(0) and states[1] == "t1"
+    assert store.dead_letters("job1") == {0: letter(0)}
+
+
+def test_writes_for_a_missing_job_are_refused(store):
+    written = store.record("nope", 0, "s", "t", fingerprint=FP, hit=False)
+    assert written.job_missing and not written.written
+    assert store.dead_letter("nope", letter(0)).job_missing
+    assert not store.client.exists(JobKeys("nope").results)
+
+
+def test_a_job_without_sentences_finalizes_at_once(store):
+    make_job(store, total=0)
+    assert store.try_finalize("job1")
+    assert not store.try_finalize("job1")
+    assert store.info("job1").state == DONE
+
+
+def test_cancel_stops_finalize(store):
+    make_job(store, total=1)
+    assert store.cancel("job1")
+    assert not store.cancel("job1")
+    store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
+    assert store.info("job1").state == CANCELLED
+
+
+def test_deliveries_fingerprint_memory_errors(store):
+    make_job(store)
+    assert [store.count_delivery("job1", 4) for _ in range(3)] == [1, 2, 3]
+    assert store.claim_fingerprint("job1", FP) == FP
+    assert store.claim_fingerprint("job1", "other") == FP
+    store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
+    assert store.memory(["s0", "unknown"], FP) == ["t0", None]
+    assert store.memory(["s0"], "other") == [None]
+    store.add_error("job1", {"chunk": 1, "error": "x"})
+    assert store.errors("job1") == [{"chunk": 1, "error": "x"}]
+
+
+def test_rate_and_eta(store):
+    make_job(store, total=4)
+    store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
+    info = store.info("job1")
+    assert info.rate(info.started_at) is None
+    assert info.rate(info.started_at + 2) == pytest.approx(0.5)
+    assert info.eta(info.started_at + 2) == pytest.approx(6.0)
+
+
+def test_expired_jobs_leave_the_index(store):
+    make_job(store, "a")
+    make_job(store, "b")
+    store.client.delete(JobKeys("a").meta)
+    assert store.job_ids() == ["b"]

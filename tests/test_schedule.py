@@ -1,0 +1,76 @@
+"""worker.schedule: the inbox schedule file and the beat entries built from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from celery.schedules import crontab
+
+from worker.schedule import SCAN_TASK, InboxEntry, ScheduleError, beat_schedule, load_schedule
+
+TOML = """
+[[inbox]]
+name = "support"
+inbox = "/data/in"
+outbox = "/data/out"
+schedule = "*/10 * * * *"
+fields = ["text"]
+
+[[inbox]]
+name = "fast"
+inbox = "/data/in2"
+outbox = "/data/out2"
+schedule = 30
+reflow = true
+"""
+
+
+def test_toml_entries_become_beat_entries(tmp_path):
+    path = tmp_path / "schedule.toml"
+    path.write_text(TOML, encoding="utf-8")
+    entries = load_schedule(path)
+    assert entries[0] == InboxEntry("support", "/data/in", "/data/out", "*/10 * * * *",
+                                    ("text",), False)
+    assert entries[1].reflow and entries[1].schedule == 30
+    beat = beat_schedule(entries)
+    assert set(beat) == {"inbox:support", "inbox:fast"}
+    assert beat["inbox:support"]["task"] == SCAN_TASK
+    assert beat["inbox:support"]["schedule"] == crontab.from_string("*/10 * * * *")
+    assert beat["inbox:fast"]["schedule"] == 30.0
+    assert InboxEntry.from_dict(beat["inbox:support"]["args"][0]) == entries[0]
+    json.dumps(beat["inbox:fast"]["args"])  # the task argument travels as JSON
+
+
+def test_json_schedule(tmp_path):
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o",
+                                           "schedule": 5}]}), encoding="utf-8")
+    assert load_schedule(path)[0].schedule == 5
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"name": "a", "inbox": "i", "outbox": "o"}, "inbox entry 1: missing schedule"),
+    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "* * *"}, "schedule '\\* \\* \\*'"),
+    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "61 * * * *"}, "inbox entry 1"),
+    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "positive"),
+    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
+    ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
+])
+def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"inbox": [entry]}), encoding="utf-8")
+    with pytest.raises(ScheduleError, match=message) as error:
+        load_schedule(path)
+    assert str(path) in str(error.value)
+
+
+def test_duplicate_names_and_bad_syntax(tmp_path):
+    path = tmp_path / "s.json"
+    entry = {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1}
+    path.write_text(json.dumps({"inbox": [entry, entry]}), encoding="utf-8")
+    with pytest.raises(ScheduleError, match="used twice"):
+        load_schedule(path)
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(ScheduleError, match="line 1 column 2"):
+        load_schedule(path)
