@@ -87,9 +87,18 @@ def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
 
 
 def parse_text(
-    content: str, fmt: str, options: ReadOptions = ReadOptions(), path: Path | None = None
+    content: str,
+    fmt: str,
+    options: ReadOptions = ReadOptions(),
+    path: Path | None = None,
+    *,
+    first_line: int = 1,
 ) -> Document:
-    """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl")."""
+    """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl").
+
+    ``first_line`` is the line number of the content's first line in error messages (for
+    content cut from a longer stream).
+    """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
     builder = LayoutBuilder(content, segments)
@@ -100,7 +109,7 @@ def parse_text(
     elif fmt == "jsonl":
         if not options.fields:
             raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
-        jsonl.build(builder, options.fields, where, reflow=options.reflow)
+        jsonl.build(builder, options.fields, where, options.reflow, first_line)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     return Document(path, segments, builder.finish())

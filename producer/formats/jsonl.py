@@ -14,17 +14,22 @@ _WHITESPACE = " \t\n\r"
 
 
 def build(
-    builder: LayoutBuilder, fields: tuple[str, ...], where: str, reflow: bool = False
+    builder: LayoutBuilder,
+    fields: tuple[str, ...],
+    where: str,
+    reflow: bool = False,
+    first_line: int = 1,
 ) -> None:
     """Lay out ``builder.source`` as JSONL, translating the string values of ``fields``.
 
     A field is a top-level key or a dotted path into nested objects (``meta.title``); an exact
     top-level key wins over a dotted path. A record without the field, or with ``null`` there,
     passes through. A string value is laid out like a ``.txt`` document (one unit per line).
-    Invalid JSON or a non-string value is a ``DocumentError`` naming ``where``:line:column.
+    Invalid JSON or a non-string value is a ``DocumentError`` naming ``where``:line:column,
+    counting lines from ``first_line``.
     """
     source = builder.source
-    for number, line in enumerate(split_lines(source), start=1):
+    for number, line in enumerate(split_lines(source), start=first_line):
         content = line.content(source)
         if not content.strip():
             continue

@@ -1,0 +1,120 @@
+"""`transqueue translate`: translate documents in this process, without Redis."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from producer.documents import DocumentError, ReadOptions
+from producer.files import plan_files
+from producer.pipeline import (
+    RunOptions,
+    RunReport,
+    SentenceTranslator,
+    read_tasks,
+    stream_units,
+    translate_files,
+    translate_stream,
+)
+
+GET_A_MODEL = (
+    "no model given and the bundled demo model is absent ({path}). Export one with\n"
+    "  transqueue export Helsinki-NLP/opus-mt-en-zh --out DIR\n"
+    "and pass it with --model DIR."
+)
+
+
+def load_translator(model: Path | None, precision: str, threads: int | None) -> SentenceTranslator:
+    """A Translator for ``model`` (default: the demo bundle); a clean CLI error otherwise."""
+    from models.bundle import BundleError, default_bundle_dir
+
+    if model is None and not default_bundle_dir().exists():
+        raise click.ClickException(GET_A_MODEL.format(path=default_bundle_dir()))
+    from models.translator import Translator
+
+    try:
+        return Translator(model, precision=precision, threads=threads)
+    except (BundleError, OSError, ValueError) as error:
+        raise click.ClickException(f"cannot load the model: {error}") from None
+
+
+@click.command("translate")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Output directory (or output file, for a single input file). "
+    "Default: NAME.zh.EXT next to each file, DIR.zh for a directory.",
+)
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Model bundle directory (default: the bundled demo model).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["int8", "fp32"]),
+    default="int8",
+    show_default=True,
+    help="Decoder precision.",
+)
+@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
+@click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
+@click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
+@click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
+def translate_command(
+    inputs: tuple[Path, ...],
+    out: Path | None,
+    model: Path | None,
+    precision: str,
+    fields: tuple[str, ...],
+    reflow: bool,
+    force: bool,
+    threads: int | None,
+) -> None:
+    """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
+
+    Files keep their structure: .txt line by line (or --reflow paragraphs), .md with code,
+    links and markup kept, .jsonl with only the --field values translated. With '-', each
+    stdin line (a JSONL record if --field is given) is translated and printed as soon as
+    it is ready, in order.
+    """
+    read = ReadOptions(fields=fields, reflow=reflow)
+    if Path("-") in inputs:
+        if len(inputs) > 1 or out is not None:
+            raise click.UsageError("'-' reads stdin alone and writes to stdout")
+        _translate_stdin(load_translator(model, precision, threads), read)
+        return
+    report = RunReport()
+    try:
+        tasks = plan_files(inputs, out)
+    except DocumentError as error:
+        raise click.ClickException(str(error)) from None
+    documents = read_tasks(tasks, RunOptions(read=read, force=force), report)
+    for error in report.errors:
+        click.echo(f"error: {error}", err=True)
+    if documents:
+        translator = load_translator(model, precision, threads)
+        total = sum(len(document.segments) for _, document in documents)
+        with tqdm(
+            total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True
+        ) as bar:
+            translate_files(documents, translator, report, progress=bar.update)
+    click.echo(report.summary(), err=True)
+    if report.errors:
+        sys.exit(1)
+
+
+def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:
+    fmt = "jsonl" if read.fields else "txt"
+    units = stream_units(iter(sys.stdin.buffer.readline, b""), reflow=read.reflow)
+    try:
+        for text in translate_stream(units, fmt, translator, read):
+            sys.stdout.buffer.write(text.encode("utf-8"))
+            sys.stdout.buffer.flush()
+    except DocumentError as error:
+        raise click.ClickException(str(error)) from None

@@ -1,0 +1,89 @@
+"""Which files to translate, where their translations go, and writing them atomically."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from producer import defaults
+from producer.documents import DocumentError, output_path
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One input document and the path of its translation."""
+
+    source: Path
+    target: Path
+
+
+def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask]:
+    """The file tasks for ``inputs`` (files and directories).
+
+    - A file goes next to itself as ``NAME.zh.EXT``; with ``out``, into directory ``out``,
+      or to the file ``out`` itself when it is the only input and ``out`` is not a directory.
+    - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
+      sibling ``DIR.zh``) under the same relative names. Files that look like translations
+      (``*.zh.EXT``) and anything inside the output tree are left alone.
+
+    Raises DocumentError for a missing input, or a target that is one of the inputs.
+    """
+    tasks: list[FileTask] = []
+    single_file = len(inputs) == 1 and Path(inputs[0]).is_file()
+    for given in map(Path, inputs):
+        if given.is_dir():
+            root = out or given.with_name(given.name + defaults.OUTPUT_INFIX)
+            tasks.extend(
+                FileTask(path, root / path.relative_to(given)) for path in _walk(given, root)
+            )
+        elif given.is_file():
+            if out is None:
+                target = output_path(given)
+            elif single_file and not out.is_dir():
+                target = out
+            else:
+                target = out / output_path(given).name
+            tasks.append(FileTask(given, target))
+        else:
+            raise DocumentError(f"{given}: no such file or directory")
+    sources = {task.source.resolve() for task in tasks}
+    for task in tasks:
+        if task.target.resolve() in sources:
+            raise DocumentError(f"{task.source}: refusing to overwrite input {task.target}")
+    return tasks
+
+
+def _walk(root: Path, out: Path) -> Iterator[Path]:
+    out = out.resolve()
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories.sort()
+        base = Path(directory)
+        subdirectories[:] = [d for d in subdirectories if (base / d).resolve() != out]
+        for name in sorted(names):
+            path = base / name
+            if path.suffix.lower() in defaults.FORMAT_BY_SUFFIX and not _is_translation(path):
+                yield path
+
+
+def _is_translation(path: Path) -> bool:
+    return Path(path.stem).suffix == defaults.OUTPUT_INFIX
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 (line endings unchanged) so that no reader sees a partial file.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, then
+    renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -1,0 +1,164 @@
+"""The in-process path: documents in, translated documents out, no Redis.
+
+``translate_files`` reads every document first (so progress knows the total), translates
+each document's sentences with any object whose ``translate(sentences)`` yields results
+with a ``.text`` (``models.translator.Translator``), renders and writes it atomically.
+``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
+A sentence repeated anywhere in a run is translated once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
+from producer.files import FileTask, write_atomic
+
+Progress = Callable[[int], None]
+
+
+class SentenceTranslator(Protocol):
+    """What the pipeline needs of a translator."""
+
+    def translate(self, sentences: Iterable[str]) -> Iterator[Any]:
+        """Results in order, each with ``.text`` (and optionally ``.hit_length_cap``)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: how to read documents, and whether to overwrite existing outputs."""
+
+    read: ReadOptions = ReadOptions()
+    force: bool = False
+
+
+@dataclass
+class RunReport:
+    """What a run did, for the summary line and the exit status."""
+
+    written: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sentences: int = 0
+    translated: int = 0  # distinct sentences sent to the model
+    hit_length_cap: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line: files, sentences, throughput, and anything that needs attention."""
+        rate = self.sentences / self.seconds if self.seconds > 0 else 0.0
+        parts = [
+            f"{len(self.written)} written",
+            f"{len(self.skipped)} skipped (output exists; --force overwrites)",
+            f"{len(self.errors)} failed",
+            f"{self.sentences} sentences ({self.translated} distinct) in {self.seconds:.1f}s",
+            f"{rate:.1f} sentences/s",
+        ]
+        if self.hit_length_cap:
+            parts.append(f"{self.hit_length_cap} hit the length cap")
+        return ", ".join(parts)
+
+
+class Translations:
+    """Translations of documents' segments through one translator, remembered for the run."""
+
+    def __init__(self, translator: SentenceTranslator, report: RunReport) -> None:
+        self.translator = translator
+        self.report = report
+        self.memory: dict[str, str] = {}
+
+    def of(self, document: Document, progress: Progress = lambda n: None) -> list[str]:
+        """The translation of each segment of ``document``, in order."""
+        counts: dict[str, int] = {}
+        for segment in document.segments:
+            counts[segment.text] = counts.get(segment.text, 0) + 1
+        todo = [text for text in counts if text not in self.memory]
+        progress(sum(counts[text] for text in counts if text in self.memory))
+        for text, result in zip(todo, self.translator.translate(todo), strict=True):
+            self.memory[text] = result.text
+            self.report.translated += 1
+            self.report.hit_length_cap += bool(getattr(result, "hit_length_cap", False))
+            progress(counts[text])
+        self.report.sentences += len(document.segments)
+        return [self.memory[segment.text] for segment in document.segments]
+
+
+def read_tasks(
+    tasks: Iterable[FileTask], options: RunOptions, report: RunReport
+) -> list[tuple[FileTask, Document]]:
+    """Parse each task's document; existing outputs are skipped unless ``force``.
+
+    A document that cannot be read is recorded in ``report.errors``; the others go on.
+    """
+    documents = []
+    for task in tasks:
+        if task.target.exists() and not options.force:
+            report.skipped.append(task.target)
+            continue
+        try:
+            documents.append((task, read_document(task.source, options.read)))
+        except DocumentError as error:
+            report.errors.append(str(error))
+    return documents
+
+
+def translate_files(
+    documents: Iterable[tuple[FileTask, Document]],
+    translator: SentenceTranslator,
+    report: RunReport,
+    progress: Progress = lambda n: None,
+) -> RunReport:
+    """Translate, render and atomically write each document; returns ``report``.
+
+    Each file is written as soon as it is done; an interruption leaves the files written so
+    far complete and no partial file behind, so the run can simply be repeated.
+    """
+    started = time.perf_counter()
+    translations = Translations(translator, report)
+    try:
+        for task, document in documents:
+            write_atomic(task.target, document.render(translations.of(document, progress)))
+            report.written.append(task.target)
+    finally:
+        report.seconds += time.perf_counter() - started
+    return report
+
+
+def stream_units(lines: Iterable[bytes], reflow: bool = False) -> Iterator[tuple[int, str]]:
+    """Stdin lines as units: each line, or (``reflow``) each block with the blank line after.
+
+    Yields ``(number of the unit's first line, text)``; line endings are kept. Invalid UTF-8
+    is a DocumentError naming ``<stdin>:LINE``.
+    """
+    block: list[str] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DocumentError(f"<stdin>:{number}: not valid UTF-8 ({error.reason})") from None
+        if not reflow:
+            yield number, line
+        elif line.strip():
+            block.append(line)
+        else:
+            yield number - len(block), "".join(block) + line
+            block = []
+    if block:
+        yield number + 1 - len(block), "".join(block)
+
+
+def translate_stream(
+    units: Iterable[tuple[int, str]],
+    fmt: str,
+    translator: SentenceTranslator,
+    options: ReadOptions,
+) -> Iterator[str]:
+    """The translation of each unit (a line, block or JSONL record), as soon as it is ready."""
+    translations = Translations(translator, RunReport())
+    for first_line, unit in units:
+        document = parse_text(unit, fmt, options, Path("<stdin>"), first_line=first_line)
+        yield document.render(translations.of(document))

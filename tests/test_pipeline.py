@@ -1,0 +1,185 @@
+"""The in-process pipeline: planning files, atomic writes, dedup, interruption, streaming."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from producer.documents import DocumentError, ReadOptions, read_document
+from producer.files import FileTask, plan_files, write_atomic
+from producer.pipeline import (
+    RunOptions,
+    RunReport,
+    read_tasks,
+    stream_units,
+    translate_files,
+    translate_stream,
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    text: str
+    hit_length_cap: bool = False
+
+
+class MarkingTranslator:
+    """A deterministic stand-in for models.Translator: wraps each sentence in 【】."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.seen: list[str] = []
+        self.fail_after = fail_after
+
+    def translate(self, sentences: Iterable[str]) -> Iterator[Result]:
+        for sentence in sentences:
+            if self.fail_after is not None and len(self.seen) >= self.fail_after:
+                raise KeyboardInterrupt
+            self.seen.append(sentence)
+            yield Result(f"【{sentence}】", hit_length_cap=len(sentence) > 40)
+
+
+def expected(path: Path) -> str:
+    document = read_document(path)
+    return document.render([f"【{segment.text}】" for segment in document.segments])
+
+
+def run(tasks, translator, options: RunOptions | None = None) -> RunReport:
+    report = RunReport()
+    documents = read_tasks(tasks, options or RunOptions(), report)
+    return translate_files(documents, translator, report)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_bytes(b"Hello there. Hello there.\r\nHello there.\r\n")
+    (root / "sub" / "b.md").write_text("# Title\n\nSome text. More text.\n\n```\ncode\n```\n")
+    (root / "sub" / "c.jsonl").write_text('{"id": 1, "text": "Hello there."}\n')
+    (root / "notes.pdf").write_bytes(b"%PDF")
+    (root / "old.zh.txt").write_text("an earlier output\n")
+    return root
+
+
+def test_directory_is_mirrored_and_repeats_translated_once(tree: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    tasks = plan_files([tree], out)
+    assert [task.target.relative_to(out).as_posix() for task in tasks] == [
+        "a.txt",
+        "sub/b.md",
+        "sub/c.jsonl",
+    ]
+    translator = MarkingTranslator()
+    report = run(tasks, translator, RunOptions(read=ReadOptions(fields=("text",))))
+    assert (
+        out / "a.txt"
+    ).read_bytes() == "【Hello there.】【Hello there.】\r\n【Hello there.】\r\n".encode()
+    assert (out / "sub" / "b.md").read_bytes() == expected(tree / "sub" / "b.md").encode()
+    assert json.loads((out / "sub" / "c.jsonl").read_text()) == {
+        "id": 1,
+        "text": "【Hello there.】",
+    }
+    assert translator.seen.count("Hello there.") == 1
+    assert report.sentences == 7 and report.translated == 4 and not report.errors
+
+
+def test_existing_outputs_are_skipped_unless_forced(tree: Path):
+    tasks = plan_files([tree / "a.txt"])
+    assert tasks == [FileTask(tree / "a.txt", tree / "a.zh.txt")]
+    (tree / "a.zh.txt").write_text("keep me\n")
+    report = run(tasks, MarkingTranslator())
+    assert report.skipped == [tree / "a.zh.txt"] and not report.written
+    assert (tree / "a.zh.txt").read_text() == "keep me\n"
+    run(tasks, MarkingTranslator(), RunOptions(force=True))
+    assert (tree / "a.zh.txt").read_bytes() == expected(tree / "a.txt").encode()
+
+
+def test_plan_files_targets(tree: Path, tmp_path: Path):
+    assert plan_files([tree / "a.txt"], tmp_path / "x.txt")[0].target == tmp_path / "x.txt"
+    assert plan_files([tree / "a.txt"], tree / "sub")[0].target == tree / "sub" / "a.zh.txt"
+    both = plan_files([tree / "a.txt", tree / "sub" / "b.md"], tmp_path / "o")
+    assert [task.target for task in both] == [tmp_path / "o/a.zh.txt", tmp_path / "o/b.zh.md"]
+    default = plan_files([tree / "sub"])
+    assert default[0].target == tree / "sub.zh" / "b.md"
+
+
+def test_an_input_is_never_overwritten(tree: Path):
+    with pytest.raises(DocumentError, match="refusing to overwrite input"):
+        plan_files([tree / "a.txt"], tree / "a.txt")
+    with pytest.raises(DocumentError, match="no such file"):
+        plan_files([tree / "missing.txt"])
+
+
+def test_output_tree_inside_the_input_is_not_walked(tree: Path):
+    out = tree / "translated"
+    run(plan_files([tree], out), MarkingTranslator(), RunOptions(read=ReadOptions(("text",))))
+    assert all(out not in task.source.parents for task in plan_files([tree], out))
+
+
+def test_bad_document_is_reported_and_the_others_written(tree: Path, tmp_path: Path):
+    (tree / "bad.jsonl").write_text('{"text": "fine"}\n{"text": 3}\n')
+    out = tmp_path / "out"
+    report = run(
+        plan_files([tree], out), MarkingTranslator(), RunOptions(read=ReadOptions(("text",)))
+    )
+    assert report.errors == [f"{tree / 'bad.jsonl'}:2:10: field 'text' holds int, not a string"]
+    assert (out / "a.txt").exists() and not (out / "bad.jsonl").exists()
+
+
+def test_interrupted_run_leaves_no_partial_file_and_can_be_rerun(tree: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    options = RunOptions(read=ReadOptions(fields=("text",)))
+    tasks = plan_files([tree], out)
+    with pytest.raises(KeyboardInterrupt):
+        run(tasks, MarkingTranslator(fail_after=2), options)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == ["a.txt"]
+    report = run(tasks, MarkingTranslator(), options)
+    assert report.skipped == [out / "a.txt"]
+    assert [p.relative_to(out).as_posix() for p in report.written] == ["sub/b.md", "sub/c.jsonl"]
+
+
+def test_write_atomic_failure_keeps_the_old_file_and_no_temp(tmp_path: Path):
+    target = tmp_path / "out.txt"
+    write_atomic(target, "old\r\n")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(target, "new \ud800")
+    assert target.read_bytes() == b"old\r\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_stream_units():
+    lines = [b"One.\r\n", b"\n", b"Two\n", b"lines.\n", b"\n", b"\n", b"Tail"]
+    assert list(stream_units(lines)) == [(n, line.decode()) for n, line in enumerate(lines, 1)]
+    assert list(stream_units(lines, reflow=True)) == [
+        (1, "One.\r\n\n"),
+        (3, "Two\nlines.\n\n"),
+        (6, "\n"),
+        (7, "Tail"),
+    ]
+    with pytest.raises(DocumentError, match=r"<stdin>:2: not valid UTF-8"):
+        list(stream_units([b"ok\n", b"\xff\n"]))
+
+
+def test_translate_stream_answers_each_unit_before_reading_the_next():
+    consumed = []
+
+    def units():
+        for number, text in enumerate(["Hello.\n", "42\n", "Bye.\n"], start=1):
+            consumed.append(number)
+            yield number, text
+
+    outputs = translate_stream(units(), "txt", MarkingTranslator(), ReadOptions())
+    assert next(outputs) == "【Hello.】\n" and consumed == [1]
+    assert list(outputs) == ["42\n", "【Bye.】\n"]
+
+
+def test_translate_stream_jsonl_errors_name_the_stdin_line():
+    units = [(1, '{"text": "Fine."}\n'), (2, "{oops}\n")]
+    outputs = translate_stream(units, "jsonl", MarkingTranslator(), ReadOptions(("text",)))
+    assert next(outputs) == '{"text": "【Fine.】"}\n'
+    with pytest.raises(DocumentError, match=r"<stdin>:2:2: invalid JSON"):
+        next(outputs)
