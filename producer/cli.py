@@ -15,3 +15,8 @@ from producer import cmd_jobs, cmd_service  # noqa: E402  (commands register on 
 
 for command in (*cmd_jobs.COMMANDS, *cmd_service.COMMANDS):
     main.add_command(command)
+
+
+from producer.cmd_translate import translate_command  # noqa: E402
+
+main.add_command(translate_command)
