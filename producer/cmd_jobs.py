@@ -10,19 +10,16 @@ import click
 from tqdm import tqdm
 
 from producer.documents import DocumentError, ReadOptions
+from producer.files import plan_files, write_atomic
 from producer.jobs import (
-    STDIN,
     JobGone,
-    check_output_names,
-    decode_source,
+    file_sources,
     iter_documents,
-    output_name,
     parse_source,
-    read_source,
-    split_records,
+    stdin_sources,
     submit,
-    write_atomic,
 )
+from producer.pipeline import stream_units
 from worker.config import ConfigError, Settings
 from worker.jobstore import CANCELLED, PARTIAL, JobInfo, JobStore
 
@@ -65,26 +62,27 @@ def _duration(seconds: float | None) -> str:
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
 def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...],
                    reflow: bool) -> None:
-    """Queue PATH... (or JSONL on stdin with '-') for the workers; print the job id.
+    """Queue PATH... (files, directories, or '-' for stdin) for the workers; print the job id.
 
-    Equal sentences are sent once, and sentences translated before (by any job with the
-    same model) are taken from the translation memory.
+    Inputs are read as `transqueue translate` reads them (stdin: one unit per line, a JSONL
+    record when --field is given). Equal sentences are sent once, and sentences translated
+    before (by any job with the same model) come from the translation memory.
     """
     options = ReadOptions(fields=fields, reflow=reflow)
     try:
         if "-" in paths:
             if len(paths) > 1 or out is not None:
-                raise click.UsageError("'-' reads JSONL from stdin alone; "
-                                       "fetch writes it to stdout")
-            text = decode_source(STDIN, "jsonl", sys.stdin.buffer.read()).text
-            parsed, origin, out_dir = split_records(text, options), STDIN_ORIGIN, ""
+                raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
+            units = stream_units(iter(sys.stdin.buffer.readline, b""), reflow=reflow)
+            sources, origin, out_dir = stdin_sources(units, fields), STDIN_ORIGIN, ""
         else:
             if out is None:
                 raise click.UsageError("--out DIR is required when submitting files")
-            sources = [read_source(Path(p)) for p in paths]
-            check_output_names(s.name for s in sources)
-            parsed = [(s, parse_source(s, options).segments) for s in sources]
-            origin, out_dir = "files", str(out.resolve())
+            out = out.resolve()
+            out.mkdir(parents=True, exist_ok=True)
+            sources = file_sources(plan_files([Path(p) for p in paths], out), out)
+            origin, out_dir = "files", str(out)
+        parsed = [(s, parse_source(s, options).segments) for s in sources]
     except OSError as exc:
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     except DocumentError as exc:
@@ -171,7 +169,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
                 sys.stdout.buffer.write(rendered.text.encode("utf-8"))
                 sys.stdout.buffer.flush()
             else:
-                write_atomic(out_dir / output_name(rendered.name), rendered.text)
+                write_atomic(out_dir / rendered.target, rendered.text)
             written += 1
             dead.extend((rendered.name, letter) for letter in rendered.dead)
     except JobGone as exc:

@@ -12,7 +12,6 @@ given up in the job's dead letters, in which case the source sentence stays in i
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,10 +24,9 @@ from producer.documents import (
     ReadOptions,
     Segment,
     format_of,
-    output_path,
     parse_text,
 )
-from producer.formats.lines import split_lines
+from producer.files import FileTask
 from worker.celery import TRANSLATE_TASK, app
 from worker.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob, normalize_sentence
 
@@ -37,55 +35,55 @@ STDIN = "<stdin>"
 
 @dataclass(frozen=True)
 class Source:
-    """A document to submit: its name (path as given, or ``<stdin>:LINE``), format, text."""
+    """A document to submit: its name, format and text.
+
+    ``name`` is the input path, or ``<stdin>`` for a unit of stdin (whose first line is
+    ``first_line``); ``target`` is where its translation goes, relative to the job's
+    output directory (empty for stdin).
+    """
 
     name: str
     fmt: str
     text: str
+    target: str = ""
+    first_line: int = 1
 
 
-def decode_source(name: str, fmt: str, data: bytes) -> Source:
-    """A Source of UTF-8 bytes (line endings kept); DocumentError naming the bad line."""
+def file_source(task: FileTask, out: Path, data: bytes) -> Source:
+    """The Source of a file task's bytes (UTF-8, line endings kept), its target relative to
+    `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
+    fmt = format_of(task.source)
     try:
-        return Source(name, fmt, data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise DocumentError(f"{name}:{line}: not valid UTF-8 ({error.reason})") from None
+        raise DocumentError(f"{task.source}:{line}: not valid UTF-8 ({error.reason})") from None
+    return Source(str(task.source), fmt, text, str(task.target.relative_to(out)))
 
 
-def source_from_bytes(path: Path, data: bytes) -> Source:
-    """A Source of a file's bytes, its format chosen by suffix."""
-    return decode_source(str(path), format_of(path), data)
+def file_sources(tasks: Iterable[FileTask], out: Path) -> list[Source]:
+    """Read the files of `tasks` (from `producer.files.plan_files(..., out)`) as Sources."""
+    sources, targets = [], {}
+    for task in tasks:
+        if task.target in targets:
+            raise DocumentError(f"{targets[task.target]} and {task.source} would both be "
+                                f"written to {task.target}")
+        targets[task.target] = task.source
+        sources.append(file_source(task, out, task.source.read_bytes()))
+    return sources
 
 
-def read_source(path: Path) -> Source:
-    """Read a document file as a Source."""
-    return source_from_bytes(path, path.read_bytes())
+def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> list[Source]:
+    """Stdin units (`producer.pipeline.stream_units`) as Sources, read as `translate -` does:
+    JSONL records when fields are given, else text."""
+    fmt = "jsonl" if fields else "txt"
+    return [Source(STDIN, fmt, text, first_line=line) for line, text in units]
 
 
 def parse_source(source: Source, options: ReadOptions) -> Document:
     """Parse a Source; raise DocumentError naming the document and position."""
-    return parse_text(source.text, source.fmt, options, path=Path(source.name))
-
-
-def split_records(text: str, options: ReadOptions) -> list[tuple[Source, list[Segment]]]:
-    """JSONL text (stdin) as one document per record, each with its segments.
-
-    The text is parsed as one document, so that an error names ``<stdin>:LINE:COLUMN``;
-    each line (ending included) then becomes a document of its own, so that its records
-    can be fetched one by one as they finish. JSONL renders line by line, so the records'
-    renderings put together are the rendering of the whole text.
-    """
-    segments = iter(parse_text(text, "jsonl", options, path=Path(STDIN)).segments)
-    pending = next(segments, None)
-    records = []
-    for number, line in enumerate(split_lines(text), start=1):
-        mine = []
-        while pending is not None and pending.start < line.stop:
-            mine.append(pending)
-            pending = next(segments, None)
-        records.append((Source(f"{STDIN}:{number}", "jsonl", text[line.start:line.stop]), mine))
-    return records
+    return parse_text(source.text, source.fmt, options, Path(source.name),
+                      first_line=source.first_line)
 
 
 def new_job_id() -> str:
@@ -117,19 +115,9 @@ def plan_job(parsed: Iterable[tuple[Source, Sequence[Segment]]], options: ReadOp
                 sentences.append(segment.text)
             slots.append(slot_of[key])
         documents.append(DocumentRecord(source.name, source.fmt, tuple(slots),
-                                        options.fields, options.reflow))
+                                        options.fields, options.reflow, source.target))
         texts.append(source.text)
     return Plan(documents, texts, sentences)
-
-
-def check_output_names(names: Iterable[str]) -> None:
-    """Raise DocumentError when two inputs would be written to the same output file."""
-    seen: dict[str, str] = {}
-    for name in names:
-        out = output_name(name)
-        if out in seen:
-            raise DocumentError(f"{seen[out]} and {name} would both be written to {out}")
-        seen[out] = name
 
 
 def submit(store: JobStore, parsed: Iterable[tuple[Source, Sequence[Segment]]],
@@ -151,17 +139,13 @@ def submit(store: JobStore, parsed: Iterable[tuple[Source, Sequence[Segment]]],
     return job_id
 
 
-def output_name(name: str) -> str:
-    """File name of a document's translation in the output directory."""
-    return output_path(Path(name)).name
-
-
 @dataclass(frozen=True)
 class Rendered:
     """One document of a job: its translation, or None while sentences are unsettled."""
 
     n: int
     name: str
+    target: str
     text: str | None
     dead: tuple[DeadLetter, ...] = ()
 
@@ -175,13 +159,13 @@ def render_document(store: JobStore, job_id: str, n: int) -> Rendered:
     record, source = store.document(job_id, n)
     states = store.slot_states(job_id, record.slots)
     if any(state is None for state in states):
-        return Rendered(n, record.name, None)
+        return Rendered(n, record.name, record.target, None)
     options = ReadOptions(fields=record.fields, reflow=record.reflow)
     doc = parse_source(Source(record.name, record.fmt, source), options)
     dead = tuple(s for s in states if isinstance(s, DeadLetter))
     translations = [seg.text if isinstance(state, DeadLetter) else state
                     for seg, state in zip(doc.segments, states, strict=True)]
-    return Rendered(n, record.name, doc.render(translations), dead)
+    return Rendered(n, record.name, record.target, doc.render(translations), dead)
 
 
 def iter_documents(store: JobStore, job_id: str, *, follow: bool,
@@ -204,14 +188,3 @@ def iter_documents(store: JobStore, job_id: str, *, follow: bool,
             time.sleep(poll_interval)
             rendered = render_document(store, job_id, n)
         yield rendered
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write UTF-8 text (line endings as they are) so readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(text.encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

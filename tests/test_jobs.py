@@ -1,4 +1,4 @@
-"""producer.jobs: planning slots, stdin records, output names, rendering from the store."""
+"""producer.jobs: sources, planning slots, rendering from the store."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 
 from producer.documents import DocumentError, ReadOptions, parse_text
+from producer.files import FileTask, plan_files
 from producer.jobs import (
     Source,
-    check_output_names,
-    decode_source,
+    file_source,
+    file_sources,
     parse_source,
     plan_job,
     render_document,
-    split_records,
+    stdin_sources,
 )
+from producer.pipeline import stream_units
 from worker.config import Settings
 from worker.jobstore import DeadLetter, JobStore, NewJob
 
@@ -36,39 +38,40 @@ def test_equal_sentences_share_one_slot_across_documents():
     assert plan.sources == [s.text for s in sources]
 
 
-def test_stdin_records_keep_their_segments_and_line_endings():
-    text = '{"t": "One. Two."}\r\n\n{"t": "Three."}\n{"u": 1}'
+def test_stdin_units_become_documents_read_as_translate_reads_them():
+    data = b'{"t": "One. Two."}\r\n\n{"t": "Three."}\n{"u": 1}'
     options = ReadOptions(fields=("t",))
-    records = split_records(text, options)
-    assert [s.text for s, _ in records] == ['{"t": "One. Two."}\r\n', "\n", '{"t": "Three."}\n',
-                                            '{"u": 1}']
-    assert [[seg.text for seg in segs] for _, segs in records] == [["One.", "Two."], [],
-                                                                   ["Three."], []]
-    assert [s.name for s, _ in records][0] == "<stdin>:1"
-    for source, segments in records:  # each record parses alone to the same sentences
-        alone = parse_source(source, options).segments
-        assert [seg.text for seg in alone] == [seg.text for seg in segments]
-    # Rendered record by record, the text is the whole text rendered.
-    whole = parse_text(text, "jsonl", options)
-    joined = "".join(parse_source(s, options).render([x.text.upper() for x in segs])
-                     for s, segs in records)
-    assert joined == whole.render([seg.text.upper() for seg in whole.segments])
+    sources = stdin_sources(stream_units(iter(data.splitlines(keepends=True))), options.fields)
+    assert [s.text for s in sources] == ['{"t": "One. Two."}\r\n', "\n", '{"t": "Three."}\n',
+                                         '{"u": 1}']
+    assert [(s.name, s.fmt, s.first_line) for s in sources][2] == ("<stdin>", "jsonl", 3)
+    assert [[seg.text for seg in parse_source(s, options).segments] for s in sources] == [
+        ["One.", "Two."], [], ["Three."], []]
+    assert stdin_sources([(1, "Hi.\n")], ())[0].fmt == "txt"
 
 
 def test_stdin_errors_name_line_and_column():
+    bad = stdin_sources([(1, '{"t": "a"}\n'), (2, '{"t": \n')], ("t",))[1]
     with pytest.raises(DocumentError, match=r"<stdin>:2:\d+: invalid JSON"):
-        split_records('{"t": "a"}\n{"t": \n', ReadOptions(fields=("t",)))
+        parse_source(bad, ReadOptions(fields=("t",)))
 
 
-def test_outputs_that_would_collide_are_refused():
-    check_output_names(["a/x.txt", "b/y.txt"])
-    with pytest.raises(DocumentError, match="a/x.txt and b/x.txt would both be written to x.zh"):
-        check_output_names(["a/x.txt", "b/x.txt"])
+def test_file_sources_keep_targets_and_refuse_collisions(tmp_path):
+    for name in ("a/x.txt", "b/x.txt", "c/y.md"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"Hi.\r\n")
+    out = tmp_path / "out"
+    sources = file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "c"], out), out)
+    assert [(s.fmt, s.text, s.target) for s in sources] == [("txt", "Hi.\r\n", "x.zh.txt"),
+                                                            ("md", "Hi.\r\n", "y.md")]
+    with pytest.raises(DocumentError, match="would both be written to"):
+        file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "b/x.txt"], out), out)
 
 
-def test_invalid_utf8_names_the_line():
+def test_invalid_utf8_names_the_line(tmp_path):
+    task = FileTask(tmp_path / "in.txt", tmp_path / "out" / "in.zh.txt")
     with pytest.raises(DocumentError, match="in.txt:2: not valid UTF-8"):
-        decode_source("in.txt", "txt", b"ok\n\xff\n")
+        file_source(task, tmp_path / "out", b"ok\n\xff\n")
 
 
 def test_render_waits_for_every_sentence_and_keeps_dead_ones_in_english(redis_server):

@@ -4,8 +4,10 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
 
 1. deliver every earlier run whose job has finished (normally the worker that finished the
    job already did, via the deliver task; this catches a delivery that was lost);
-2. hash every document file of the inbox; a file whose name and content hash are neither
-   delivered already nor in a run still being translated is submitted, all in one job;
+2. hash every document file of the inbox (found and named in the outbox as
+   `transqueue translate INBOX --out OUTBOX` does); a file whose path and content hash are
+   neither delivered already nor in a run still being translated is submitted, all in one
+   job;
 3. record the run.
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
@@ -21,16 +23,9 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from producer.defaults import FORMAT_BY_SUFFIX
 from producer.documents import DocumentError, ReadOptions
-from producer.jobs import (
-    iter_documents,
-    output_name,
-    parse_source,
-    source_from_bytes,
-    submit,
-    write_atomic,
-)
+from producer.files import plan_files, write_atomic
+from producer.jobs import file_source, iter_documents, parse_source, submit
 from worker import defaults
 from worker.jobstore import CANCELLED, PARTIAL, JobStore
 from worker.schedule import InboxEntry
@@ -112,22 +107,22 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     pending = {(name, digest) for r in list_runs(store, entry.name) if r.state == SUBMITTED
                for name, digest in r.files.items()}
     options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
+    inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     parsed, files, invalid = [], {}, {}
-    for path in sorted(Path(entry.inbox).iterdir()):
-        if path.name.startswith(".") or path.suffix.lower() not in FORMAT_BY_SUFFIX:
-            continue
-        data = path.read_bytes()
+    for task in plan_files([inbox], outbox):
+        name = str(task.source.relative_to(inbox))
+        data = task.source.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        if seen.get(path.name) == digest or (path.name, digest) in pending:
+        if seen.get(name) == digest or (name, digest) in pending:
             continue
         try:
-            source = source_from_bytes(path, data)
+            source = file_source(task, outbox, data)
             parsed.append((source, parse_source(source, options).segments))
         except DocumentError as exc:
-            invalid[path.name] = str(exc)
-            store.client.hset(_key(entry.name, "seen"), path.name, digest)
+            invalid[name] = str(exc)
+            store.client.hset(_key(entry.name, "seen"), name, digest)
             continue
-        files[path.name] = digest
+        files[name] = digest
     run = replace(run, invalid=invalid, finished=time.time())
     if not parsed:
         return run
@@ -167,7 +162,7 @@ def _deliver(store: JobStore, run: InboxRun) -> None:
         return
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
         assert rendered.text is not None  # the job is finished: every sentence is settled
-        write_atomic(Path(info.out) / output_name(rendered.name), rendered.text)
+        write_atomic(Path(info.out) / rendered.target, rendered.text)
     if run.files:
         store.client.hset(_key(run.inbox, "seen"), mapping=run.files)
     message = (f"{info.dead} sentences left untranslated (dead letters of job {run.job})"

@@ -173,13 +173,15 @@ ORPHANS_KEY = f"{defaults.KEY_PREFIX}:orphans"
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """One document of a job: how to parse its stored source and which slots it uses."""
+    """One document of a job: how to parse its stored source, which slots it uses, and
+    where its translation goes (relative to the job's output directory)."""
 
     name: str
     fmt: str
     slots: tuple[int, ...]
     fields: tuple[str, ...] = ()
     reflow: bool = False
+    target: str = ""
 
     def to_json(self) -> str:
         """Serialize for the job's docs hash."""
@@ -190,7 +192,7 @@ class DocumentRecord:
         """Parse what `to_json` wrote."""
         data = json.loads(text)
         return cls(name=data["name"], fmt=data["fmt"], slots=tuple(data["slots"]),
-                   fields=tuple(data["fields"]), reflow=data["reflow"])
+                   fields=tuple(data["fields"]), reflow=data["reflow"], target=data["target"])
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from worker.config import Settings
 from worker.jobstore import JobStore
 
+
 class TranslationLike(Protocol):
     """What the worker uses of models.translator.TranslationResult."""
 
