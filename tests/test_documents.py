@@ -347,3 +347,25 @@ def test_invalid_utf8_names_the_line(tmp_path):
 def test_output_path():
     assert output_path(Path("docs/report.md")) == Path("docs/report.zh.md")
     assert output_path(Path("corpus.jsonl")) == Path("corpus.zh.jsonl")
+
+
+def test_markdown_code_inside_lists_footnotes_images_and_setext():
+    content = (
+        "Title\n=====\n\n"
+        "- Item one. Two.\n\n  More in the item.\n\n      code in item. Not text.\n\n"
+        "  1. Nested item.\n\nBack to normal.[^1] See ![a cat](cat.png) <!-- hidden --> now.\n\n"
+        "    code again.\n\n[^1]: The note.\n"
+    )
+    doc = parse_text(content, "md")
+    assert [s.text for s in doc.segments] == [
+        "Title",
+        "Item one.",
+        "Two.",
+        "More in the item.",
+        "Nested item.",
+        "Back to normal.",
+        "See",
+        "now.",
+        "The note.",
+    ]
+    assert identity(doc) == content

@@ -20,15 +20,14 @@ from producer.layout import LayoutBuilder
 
 _CONTAINER = re.compile(
     r"(?P<quote>(?:[ ]{0,3}>[ ]?)*)[ \t]*"
-    r"(?P<marker>(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?)?"
+    r"(?P<marker>(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
 )
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _HEADING_CLOSE = re.compile(r"(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE_OR_UNDERLINE = re.compile(r"[ ]{0,3}(?:([-*_])(?:[ \t]*\1){2,}|=+|-+)[ \t]*$")
-_REFERENCE = re.compile(r"[ ]{0,3}\[[^\]]+\]:[ \t]*\S")
+_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*\S")  # not a footnote ([^1]:)
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_INDENTED_CODE = re.compile(r"(?: {4}|[ ]{0,3}\t)")
 _HTML_BLOCK_TAGS = (
     "address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|fieldset|"
     "figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|"
@@ -107,18 +106,21 @@ def _scan(text: str) -> Iterator[_TextLine | None]:
     i = _front_matter_end(text, lines)
     if i:
         yield None
-    previous_blank, in_list, in_table = True, False, False
+    previous_blank, in_table = True, False
+    list_indent: int | None = None  # column of the current list item's text
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
+        indent = _width(content) - _width(content.lstrip())
+        code_indent = (list_indent or 0) + 4
         container = _CONTAINER.match(content)
         fence = _FENCE.match(content[container.end() :].lstrip())
         html_end = _html_block_end(content) if previous_blank else None
         if blank:
             in_table = False
             yield None
-        elif previous_blank and not in_list and _INDENTED_CODE.match(content):
-            i = _skip_indented_code(text, lines, i)
+        elif previous_blank and indent >= code_indent:
+            i = _skip_indented_code(text, lines, i, code_indent)
             yield None
         elif fence:
             i = _skip_fence(text, lines, i, fence.group(1))
@@ -133,7 +135,10 @@ def _scan(text: str) -> Iterator[_TextLine | None]:
             yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
         else:
             yield _text_line(lines[i], content, container)
-            in_list = bool(container.group("marker")) or (in_list and content[:1] in " \t")
+            if container.group("marker"):
+                list_indent = _width(content[: container.end()])
+            elif previous_blank and indent < (list_indent or 0):
+                list_indent = None
         previous_blank = blank
         i += 1
 
@@ -167,12 +172,16 @@ def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
     return 0
 
 
-def _skip_indented_code(text: str, lines: Sequence[Line], i: int) -> int:
-    """Index of the last line of the indented code block starting at line ``i``."""
+def _width(text: str) -> int:
+    return len(text.expandtabs(4))
+
+
+def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int) -> int:
+    """Index of the last line of the code block indented ``indent`` columns from line ``i``."""
     last = i
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        if _INDENTED_CODE.match(content):
+        if _width(content) - _width(content.lstrip()) >= indent:
             last = j
         elif content.strip():
             break
