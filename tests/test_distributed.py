@@ -1,0 +1,370 @@
+"""The distributed path end to end: a real redis-server (AOF) and real `celery worker`s.
+
+Every test compares the fetched outputs byte for byte with `transqueue translate`'s
+in-process path (producer.pipeline over a Translator of the same tiny bundle), and checks
+that each distinct sentence was settled exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import tiny_pairs
+from distributed_support import RedisServer, Worker, wait_for
+
+from models.translator import Translator
+from producer.cli import main
+from producer.documents import ReadOptions
+from producer.files import plan_files
+from producer.pipeline import (
+    RunOptions,
+    RunReport,
+    read_tasks,
+    stream_units,
+    translate_files,
+    translate_stream,
+)
+from worker.celery import TRANSLATE_TASK, app, celery_config
+from worker.config import Settings
+from worker.inbox import DELIVERED, NOTHING_NEW, SKIPPED, SUBMITTED, list_runs, run_inbox
+from worker.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
+from worker.schedule import InboxEntry
+
+pytestmark = pytest.mark.slow
+
+POISON = "Zanzibar"  # the workers' TRANSQUEUE_TEST_POISON hook raises on sentences with it
+ENGLISH = [en for en, _ in tiny_pairs()]
+JOB_TIMEOUT = 240.0
+FIELDS = ("text",)
+
+
+@dataclass
+class Cluster:
+    """The module's redis-server and workers, and ways to talk to them."""
+
+    redis: RedisServer
+    env: dict[str, str]
+    log_dir: Path
+    workers: list[Worker]
+
+    def settings(self, **changes: object) -> Settings:
+        return dataclasses.replace(Settings.from_env(self.env), **changes)
+
+    def store(self, **changes: object) -> JobStore:
+        return JobStore.from_settings(self.settings(**changes), patient=True)
+
+    def cli(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+            code: int = 0) -> Result:
+        result = CliRunner().invoke(main, list(args), input=input, env={**self.env, **(env or {})})
+        assert result.exit_code == code, (result.output, result.exception)
+        return result
+
+    def add_worker(self, name: str, **env: str) -> Worker:
+        worker = Worker(name, {**self.env, **env}, self.log_dir)
+        self.workers.append(worker)
+        return worker.start()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {w.name}\n{w.log_text()[-3000:]}" for w in self.workers)
+
+    def wait_job(self, job_id: str, store: JobStore | None = None) -> JobInfo:
+        store = store or self.store()
+
+        def finished() -> bool:
+            info = store.info(job_id)
+            return info is not None and info.finished
+
+        wait_for(finished, f"job {job_id} to finish", timeout=JOB_TIMEOUT, detail=self.logs)
+        return store.info(job_id)
+
+
+@pytest.fixture(scope="module")
+def cluster(tiny_bundle, tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    redis = RedisServer(root / "redis")
+    redis.start()
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis.url, "TRANSQUEUE_BUNDLE": str(tiny_bundle),
+        "TRANSQUEUE_THREADS": "1", "TRANSQUEUE_CHUNK_SIZE": "4",
+        "TRANSQUEUE_VISIBILITY_TIMEOUT": "4", "TRANSQUEUE_RESTORE_INTERVAL": "1",
+        "TRANSQUEUE_MAX_DELIVERIES": "3", "TRANSQUEUE_POLL_INTERVAL": "0.05",
+        "TRANSQUEUE_TEST_POISON": f"raise:{POISON}",
+    }
+    cluster = Cluster(redis, env, root, [])
+    try:
+        for name in ("w1", "w2"):
+            cluster.add_worker(name)
+        yield cluster
+    finally:
+        for worker in cluster.workers:
+            worker.kill()
+        redis.kill()
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_bundle):
+    return Translator(tiny_bundle, threads=1)
+
+
+def sentences(tag: str, count: int) -> list[str]:
+    """`count` distinct sentences of this test (so that tests do not share memory hits)."""
+    return [f"{tag.capitalize()} says {ENGLISH[i % len(ENGLISH)]}" if i < len(ENGLISH)
+            else f"{tag.capitalize()} {i} says {ENGLISH[i % len(ENGLISH)]}"
+            for i in range(count)]
+
+
+def write_corpus(directory: Path, tag: str, count: int) -> list[Path]:
+    """A .txt (CRLF), a .md and a .jsonl sharing some sentences."""
+    s = sentences(tag, count)
+    third = count // 3
+    directory.mkdir(parents=True)
+    txt = directory / "notes.txt"
+    lines = [f"{a} {b}" for a, b in zip(s[:third:2], s[1:third:2], strict=False)]
+    txt.write_bytes(("\r\n".join([*lines, "", s[0]]) + "\r\n").encode())
+    md = directory / "guide.md"
+    md.write_text(f"# {s[third]}\n\n" + " ".join(s[third + 1:2 * third]) +
+                  f"\n\n```\ncode stays {s[0]}\n```\n\n- {s[1]}\n", encoding="utf-8")
+    jsonl = directory / "records.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n"
+                             for i, text in enumerate(s[2 * third:] + s[:3])),
+                     encoding="utf-8")
+    return [txt, md, jsonl]
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    text: str
+
+
+class KeepMarked:
+    """The local reference for a job with dead letters: marked sentences stay in English."""
+
+    def __init__(self, inner: Translator, marker: str) -> None:
+        self.inner, self.marker = inner, marker
+
+    def translate(self, sentences):
+        for sentence in sentences:
+            if self.marker in sentence:
+                yield Untranslated(sentence)
+            else:
+                yield self.inner.translate_one(sentence)
+
+
+def translate_locally(inputs: list[Path], out: Path, translator, options: ReadOptions) -> Path:
+    """What `transqueue translate INPUTS --out OUT` writes (the in-process path)."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = RunReport()
+    documents = read_tasks(plan_files(inputs, out), RunOptions(read=options), report)
+    translate_files(documents, translator, report)
+    assert not report.errors
+    return out
+
+
+def assert_same_files(actual: Path, expected: Path) -> None:
+    names = sorted(p.relative_to(expected) for p in expected.rglob("*") if p.is_file())
+    assert names and sorted(p.relative_to(actual) for p in actual.rglob("*") if p.is_file()) \
+        == names
+    match, mismatch, errors = filecmp.cmpfiles(expected, actual, [str(n) for n in names],
+                                               shallow=False)
+    assert (mismatch, errors) == ([], [])
+
+
+def assert_settled_once(store: JobStore, info: JobInfo, dead: int = 0) -> None:
+    """Every distinct sentence has exactly one result or dead letter, counted once."""
+    keys = JobKeys(info.job_id)
+    results, letters = store.client.hlen(keys.results), store.client.hlen(keys.dead)
+    assert (results, letters) == (info.total - dead, dead)
+    assert (info.done, info.dead) == (info.total - dead, dead)
+
+
+def submit_files(cluster: Cluster, inputs: list[Path], out: Path, **env: str) -> str:
+    args = ["submit", *map(str, inputs), "--out", str(out), *sum((["--field", f] for f in FIELDS),
+                                                                 [])]
+    return cluster.cli(*args, env=env).output.strip()
+
+
+def test_a_multi_file_job_across_two_workers(cluster, translator, tmp_path):
+    inputs = write_corpus(tmp_path / "in", "multi", 90)
+    job_id = submit_files(cluster, inputs, tmp_path / "out")
+    store = cluster.store()
+    info = cluster.wait_job(job_id)
+    assert info.state == DONE and info.documents == 3
+    assert info.total < info.segments  # repeated sentences were sent once
+    cluster.cli("wait", job_id)
+    fetched = cluster.cli("fetch", job_id)
+    assert "3 of 3 documents written" in fetched.output
+    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out", expected)
+    assert_settled_once(store, info)
+    status = cluster.cli("status", job_id).output
+    assert f"{info.total}/{info.total} distinct translated" in status and "done" in status
+    assert job_id in cluster.cli("jobs").output
+    for worker in cluster.workers[:2]:  # both took chunks
+        assert f"{TRANSLATE_TASK}[" in worker.log_text()
+
+
+def test_the_translation_memory_serves_a_resubmitted_job(cluster, translator, tmp_path):
+    inputs = write_corpus(tmp_path / "in", "memory", 30)
+    store = cluster.store()
+    first = cluster.wait_job(submit_files(cluster, inputs, tmp_path / "out1"))
+    translated = store.stats()["translated"]
+    second = cluster.wait_job(submit_files(cluster, inputs, tmp_path / "out2"))
+    assert (first.hits, second.hits, second.total) == (0, first.total, first.total)
+    assert store.stats()["translated"] == translated  # nothing was translated again
+    assert_settled_once(store, second)
+    cluster.cli("fetch", second.job_id)
+    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out2", expected)
+    assert "cache hits   " + str(second.total) in cluster.cli("status", second.job_id).output
+
+
+def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
+    records = [{"id": i, "text": f"{s} {s.lower()}"} for i, s in enumerate(sentences("stream",
+                                                                                     40))]
+    data = "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n")
+                   for i, r in enumerate(records)).encode()
+    job_id = cluster.cli("submit", "-", "--field", "text", input=data).output.strip()
+    followed = cluster.cli("fetch", job_id, "--follow")
+    expected = "".join(translate_stream(stream_units(iter(data.splitlines(keepends=True))),
+                                        "jsonl", translator, ReadOptions(FIELDS)))
+    assert followed.stdout_bytes == expected.encode()
+    assert_settled_once(cluster.store(), cluster.wait_job(job_id))
+
+
+def test_a_worker_killed_mid_job(cluster, translator, tmp_path):
+    inputs = write_corpus(tmp_path / "in", "killed", 300)
+    job_id = submit_files(cluster, inputs, tmp_path / "out")
+    store = cluster.store()
+    wait_for(lambda: store.info(job_id).done >= 20, "the job to get going", interval=0.01)
+    victim = cluster.workers[0]
+    victim.kill()  # kill -9 of the worker and its pool child, mid-chunk
+    assert not store.info(job_id).finished
+    cluster.add_worker("w3")
+    info = cluster.wait_job(job_id)
+    assert info.state == DONE
+    deliveries = store.client.hvals(JobKeys(job_id).deliveries)
+    assert max(map(int, deliveries)) >= 2  # the killed worker's chunk was delivered again
+    assert_settled_once(store, info)
+    cluster.cli("fetch", job_id)
+    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out", expected)
+
+
+def test_a_redis_restart_mid_job(cluster, translator, tmp_path):
+    inputs = write_corpus(tmp_path / "in", "restart", 300)
+    job_id = submit_files(cluster, inputs, tmp_path / "out")
+    store = cluster.store()
+    wait_for(lambda: store.info(job_id).done >= 20, "the job to get going", interval=0.01)
+    cluster.redis.kill()
+    cluster.redis.start()  # same port and directory: the AOF brings everything back
+    info = cluster.wait_job(job_id, store)
+    assert info.state == DONE
+    assert_settled_once(store, info)
+    cluster.cli("fetch", job_id)
+    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out", expected)
+
+
+def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
+    inputs = write_corpus(tmp_path / "in", "poison", 30)
+    with inputs[0].open("ab") as txt:
+        txt.write(f"A {POISON} sentence. Fine after it.\r\nAgain a {POISON} sentence.\r\n"
+                  .encode())
+    job_id = submit_files(cluster, inputs, tmp_path / "out")
+    store = cluster.store()
+    info = cluster.wait_job(job_id)
+    assert (info.state, info.dead) == (PARTIAL, 2)
+    assert_settled_once(store, info, dead=2)
+    status = cluster.cli("status", job_id).output
+    assert "dead letters 2" in status and "PoisonError" in status
+    fetched = cluster.cli("fetch", job_id, code=1)
+    assert "left untranslated" in fetched.output and POISON in fetched.output
+    expected = translate_locally(inputs, tmp_path / "expected", KeepMarked(translator, POISON),
+                                 ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out", expected)
+
+    # A chunk of a job that does not exist is set aside too.
+    with app.connection_for_write(cluster.redis.url) as connection:
+        app.send_task(TRANSLATE_TASK, args=["no-such-job", 0, [[0, "Hello."]]],
+                      connection=connection, queue=cluster.settings().queue)
+    wait_for(lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
+             "the orphan chunk to be recorded", detail=cluster.logs)
+
+
+def test_a_sentence_that_kills_its_worker_is_given_up_after_the_cap(cluster, translator,
+                                                                     tmp_path):
+    queue = {"TRANSQUEUE_QUEUE": "crashes", "TRANSQUEUE_MAX_DELIVERIES": "2"}
+    cluster.add_worker("crasher", TRANSQUEUE_TEST_POISON="exit:Kaboom", **queue)
+    inputs = write_corpus(tmp_path / "in", "crash", 24)
+    with inputs[0].open("ab") as txt:
+        txt.write(b"Kaboom goes the sentence. The next one is fine.\r\n")
+    job_id = submit_files(cluster, inputs, tmp_path / "out", **queue)
+    store = cluster.store()
+    info = cluster.wait_job(job_id)
+    assert (info.state, info.dead) == (PARTIAL, 1)
+    (letter,) = store.dead_letters(job_id).values()
+    assert letter.text == "Kaboom goes the sentence." and letter.deliveries == 3
+    assert_settled_once(store, info, dead=1)
+    cluster.cli("fetch", job_id, code=1)
+    expected = translate_locally(inputs, tmp_path / "expected", KeepMarked(translator, "Kaboom"),
+                                 ReadOptions(FIELDS))
+    assert_same_files(tmp_path / "out", expected)
+
+
+def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
+    inbox, outbox = tmp_path / "inbox", tmp_path / "outbox"
+    inputs = write_corpus(inbox, "inbox", 30)
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps({"inbox": [{
+        "name": "docs", "inbox": str(inbox), "outbox": str(outbox), "schedule": "*/5 * * * *",
+        "fields": list(FIELDS)}]}), encoding="utf-8")
+    beat = celery_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
+    store = cluster.store()
+
+    def beat_tick() -> None:  # what celery beat sends at each tick of the entry
+        with app.connection_for_write(cluster.redis.url) as connection:
+            app.send_task(beat["task"], args=beat["args"], connection=connection,
+                          queue=cluster.settings().queue)
+
+    def runs_settle(count: int) -> list:
+        def settled() -> bool:
+            runs = list_runs(store, "docs")
+            return len(runs) == count and runs[-1].state not in (SUBMITTED,)
+        wait_for(settled, f"inbox run {count}", timeout=JOB_TIMEOUT, detail=cluster.logs)
+        return list_runs(store, "docs")
+
+    beat_tick()
+    first = runs_settle(1)[-1]
+    assert first.state == DELIVERED and sorted(first.files) == sorted(p.name for p in inputs)
+    expected = translate_locally([inbox], tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(outbox, expected)
+
+    beat_tick()
+    assert runs_settle(2)[-1].state == NOTHING_NEW
+
+    changed = inputs[1]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\nOne more sentence here.\n",
+                       encoding="utf-8")
+    beat_tick()
+    third = runs_settle(3)[-1]
+    assert third.state == DELIVERED
+    assert third.files == {changed.name: hashlib.sha256(changed.read_bytes()).hexdigest()}
+    expected = translate_locally([inbox], tmp_path / "expected2", translator,
+                                 ReadOptions(FIELDS))
+    assert_same_files(outbox, expected)
+
+    lock = store.client.lock("tq:inbox:docs:lock", timeout=60)
+    assert lock.acquire(blocking=False)
+    try:
+        assert run_inbox(store, InboxEntry.from_dict(beat["args"][0])).state == SKIPPED
+    finally:
+        lock.release()
+    listing = cluster.cli("runs", "docs").output
+    assert listing.count(DELIVERED) == 2 and NOTHING_NEW in listing and SKIPPED in listing
