@@ -91,17 +91,21 @@ class RedisServer:
         return redis.Redis.from_url(self.url, decode_responses=True)
 
 
+CELERY_WORKER = (sys.executable, "-m", "celery", "-A", "worker", "worker")
+TRANSQUEUE_WORKER = (sys.executable, "-c", "from producer.cli import main; main()", "worker")
+
+
 class Worker:
-    """`celery -A worker worker` in its own process group, logging to a file."""
+    """A worker (`celery -A worker worker`, or `transqueue worker`) with one pool process,
+    in its own process group, logging to a file."""
 
     def __init__(self, name: str, env: Mapping[str, str], log_dir: Path,
-                 pool: str = "prefork", concurrency: int = 1) -> None:
+                 command: tuple[str, ...] = CELERY_WORKER) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self.env = {**os.environ, **env}
-        self.args = [sys.executable, "-m", "celery", "-A", "worker", "worker",
-                     f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=info",
-                     f"--hostname={name}@%h", "--without-gossip", "--without-mingle"]
+        self.args = [*command, "--concurrency=1", "--loglevel=info", f"--hostname={name}@%h",
+                     "--without-gossip", "--without-mingle"]
         self.process: subprocess.Popen | None = None
 
     def start(self, wait: bool = True) -> Worker:

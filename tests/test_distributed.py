@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from conftest import tiny_pairs
-from distributed_support import RedisServer, Worker, wait_for
+from distributed_support import CELERY_WORKER, TRANSQUEUE_WORKER, RedisServer, Worker, wait_for
 
 from models.translator import Translator
 from producer.cli import main
@@ -66,8 +66,9 @@ class Cluster:
         assert result.exit_code == code, (result.output, result.exception)
         return result
 
-    def add_worker(self, name: str, **env: str) -> Worker:
-        worker = Worker(name, {**self.env, **env}, self.log_dir)
+    def add_worker(self, name: str, command: tuple[str, ...] = CELERY_WORKER,
+                   **env: str) -> Worker:
+        worker = Worker(name, {**self.env, **env}, self.log_dir, command)
         self.workers.append(worker)
         return worker.start()
 
@@ -99,8 +100,8 @@ def cluster(tiny_bundle, tmp_path_factory):
     }
     cluster = Cluster(redis, env, root, [])
     try:
-        for name in ("w1", "w2"):
-            cluster.add_worker(name)
+        cluster.add_worker("w1")
+        cluster.add_worker("w2", TRANSQUEUE_WORKER)  # the same, started the other way
         yield cluster
     finally:
         for worker in cluster.workers:

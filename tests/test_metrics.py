@@ -1,0 +1,40 @@
+"""worker.metrics: job-level Prometheus metrics read from a real redis-server."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from worker.celery import TRANSLATE_TASK, app
+from worker.config import Settings
+from worker.jobstore import DocumentRecord, JobStore, NewJob
+from worker.metrics import JobMetrics
+
+pytest_plugins = ["distributed_support"]
+
+
+def test_job_metrics_and_queue_length(redis_server):
+    redis_server.client().flushdb()
+    settings = Settings(redis_url=redis_server.url, queue="metrics-test")
+    store = JobStore.from_settings(settings)
+    store.create(NewJob(job_id="j1", documents=[DocumentRecord("a.txt", "txt", (0, 1, 2, 3))],
+                        sources=["x"], total=4, chunks=1, out="", origin="files"))
+    store.record("j1", 0, "a", "A", fingerprint="f", hit=False)
+    store.record("j1", 1, "b", "B", fingerprint="f", hit=True)
+    with app.connection_for_write(settings.redis_url) as connection:
+        for n in range(3):  # no worker consumes this queue
+            app.send_task(TRANSLATE_TASK, args=["j1", n, []], connection=connection,
+                          queue=settings.queue)
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(store))
+    text = generate_latest(registry).decode()
+    for line in ('transqueue_job_sentences_done{job="j1"} 2.0',
+                 'transqueue_job_sentences_total{job="j1"} 4.0',
+                 'transqueue_job_cache_hits{job="j1"} 1.0',
+                 'transqueue_job_cache_hit_ratio{job="j1"} 0.5',
+                 'transqueue_job_dead_letters{job="j1"} 0.0',
+                 'transqueue_jobs{state="running"} 1.0',
+                 'transqueue_queue_length{queue="metrics-test"} 3.0',
+                 "transqueue_sentences_translated_total 1.0",
+                 "transqueue_cache_hits_total 1.0",
+                 "transqueue_cache_hit_ratio 0.5"):
+        assert line in text, text
