@@ -1,0 +1,1 @@
+"""Model bundles: export (torch, optional extra) and the ONNX Runtime Translator."""

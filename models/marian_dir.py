@@ -107,8 +107,8 @@ def write_tokenizer_files(
 def marian_config(vocab: dict[str, int], **sizes: int):
     """Return a MarianConfig with the opus-mt-en-zh special-token conventions.
 
-    pad is the last id and also the decoder start token, eos is 0, the pad logit is a
-    bad word, and the input/output embeddings are tied. `sizes` sets d_model, layers,
+    pad is the last id and also the decoder start token, eos is 0, and the input/output
+    embeddings are tied. `sizes` sets d_model, layers,
     heads and ffn dims.
     """
     from transformers import MarianConfig
@@ -121,14 +121,29 @@ def marian_config(vocab: dict[str, int], **sizes: int):
         decoder_start_token_id=pad_id,
         eos_token_id=vocab[EOS],
         forced_eos_token_id=vocab[EOS],
-        bad_words_ids=[[pad_id]],
         max_position_embeddings=512,
-        max_length=512,
-        num_beams=1,
         activation_function="swish",
         scale_embedding=True,
         share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
         static_position_embeddings=True,
         **sizes,
+    )
+
+
+def marian_generation_config(vocab: dict[str, int]):
+    """The generation_config.json of opus-mt-en-zh, for our vocabulary: pad is a bad word."""
+    from transformers import GenerationConfig
+
+    pad_id = vocab[PAD]
+    return GenerationConfig(
+        bad_words_ids=[[pad_id]],
+        bos_token_id=vocab[EOS],
+        decoder_start_token_id=pad_id,
+        eos_token_id=vocab[EOS],
+        forced_eos_token_id=vocab[EOS],
+        max_length=512,
+        num_beams=4,
+        pad_token_id=pad_id,
+        renormalize_logits=True,
     )

@@ -30,6 +30,7 @@ from models.marian_dir import (
     SpmOptions,
     build_shared_vocab,
     marian_config,
+    marian_generation_config,
     spm_pieces,
     train_spm,
     write_tokenizer_files,
@@ -67,7 +68,7 @@ class TrainOptions:
     heads: int = 4
     ffn_dim: int = 1024
     dropout: float = 0.1
-    epochs: int = 15
+    epochs: int = 8
     batch_pairs: int = 64
     peak_lr: float = 7e-4
     warmup_steps: int = 800
@@ -183,7 +184,6 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
     from transformers import MarianMTModel, MarianTokenizer
 
     torch.manual_seed(SEED)
-    torch.use_deterministic_algorithms(True)
     work.mkdir(parents=True, exist_ok=True)
     train_pairs, dev_pairs = split_dev(read_pairs(corpus), options.dev_pairs)
     print(f"corpus {corpus}: {len(train_pairs)} train pairs, {len(dev_pairs)} dev pairs")
@@ -281,6 +281,8 @@ def save_checkpoint(model, tok_dir: Path, out: Path) -> None:
     """Save the trained model in fp16 (half the size in git) with its tokenizer files."""
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
+    vocab = json.loads((tok_dir / "vocab.json").read_text())
+    model.generation_config = marian_generation_config(vocab)
     model.half().save_pretrained(out)
     model.float()
     for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json",

@@ -11,6 +11,12 @@ def main() -> None:
     """Translate documents English→Chinese, in-process or on Celery workers."""
 
 
+from producer.cmd_model import export_command, validate_command  # noqa: E402
+
+main.add_command(export_command)
+main.add_command(validate_command)
+
+
 from producer import cmd_jobs, cmd_service  # noqa: E402  (commands register on `main`)
 
 for command in (*cmd_jobs.COMMANDS, *cmd_service.COMMANDS):

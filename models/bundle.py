@@ -1,0 +1,145 @@
+"""The model bundle: a directory of ONNX graphs, tokenizer files and bundle.json.
+
+bundle.json is the manifest. It records where the model came from, the config values
+the runtime needs, the sha256 of every file, the library versions used at export and
+the validation results. This module reads and checks it; it imports nothing heavy, so
+workers and the producer can use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "bundle.json"
+FORMAT = "transqueue-marian-onnx"
+FORMAT_VERSION = 1
+PRECISIONS = ("int8", "fp32")
+DEMO_BUNDLE = Path(__file__).resolve().parent / "demo" / "bundle"
+
+
+class BundleError(RuntimeError):
+    """A bundle is missing, corrupt or of an incompatible format."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The model facts decoding needs, as recorded in the manifest."""
+
+    vocab_size: int
+    decoder_layers: int
+    decoder_heads: int
+    head_dim: int
+    eos_token_id: int
+    pad_token_id: int
+    unk_token_id: int
+    decoder_start_token_id: int
+    bad_words_ids: tuple[int, ...]
+    max_positions: int
+    target_lang_token: str | None
+    target_lang_token_id: int | None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed bundle.json."""
+
+    directory: Path
+    data: dict[str, Any]
+    config: ModelConfig
+
+    @property
+    def files(self) -> dict[str, dict[str, Any]]:
+        """name → {"sha256", "bytes"} for every file of the bundle."""
+        return self.data["files"]
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The decoder precisions this bundle ships."""
+        return tuple(self.data["graphs"]["decoder"])
+
+    def graph(self, role: str, precision: str = "fp32") -> Path:
+        """Path of the encoder (`role="encoder"`) or of the decoder at `precision`."""
+        graphs = self.data["graphs"]
+        if role == "encoder":
+            return self.directory / graphs["encoder"]
+        if precision not in graphs["decoder"]:
+            raise BundleError(
+                f"{self.directory}: this bundle has no {precision} decoder "
+                f"(it has {', '.join(graphs['decoder'])}); choose --precision "
+                f"{' or '.join(graphs['decoder'])}"
+            )
+        return self.directory / graphs["decoder"][precision]
+
+    def tokenizer_file(self, role: str) -> Path:
+        """Path of the "source", "target" or "vocab" tokenizer file."""
+        return self.directory / self.data["tokenizer"][role]
+
+    def fingerprint(self, *names: str) -> str:
+        """A sha256 over the recorded hashes of `names` (all files when none given)."""
+        digest = hashlib.sha256()
+        for name in sorted(names or self.files):
+            digest.update(f"{name}:{self.files[name]['sha256']}\n".encode())
+        return digest.hexdigest()
+
+
+def default_bundle_dir() -> Path:
+    """The bundled demo model's directory (it may be absent in a bare checkout)."""
+    return DEMO_BUNDLE
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _config(data: dict[str, Any]) -> ModelConfig:
+    values = dict(data)
+    values["bad_words_ids"] = tuple(values["bad_words_ids"])
+    return ModelConfig(**values)
+
+
+def read_manifest(directory: str | Path) -> Manifest:
+    """Parse `directory`/bundle.json and check its format, without hashing the files."""
+    directory = Path(directory)
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise BundleError(
+            f"{directory}: not a transqueue model bundle (no {MANIFEST}). Make one with "
+            "`transqueue export Helsinki-NLP/opus-mt-en-zh --out DIR` and pass --model DIR."
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BundleError(f"{path}: unreadable manifest: {error}") from error
+    if data.get("format") != FORMAT:
+        raise BundleError(f"{path}: not a {FORMAT} manifest (format={data.get('format')!r})")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise BundleError(
+            f"{path}: bundle format version {data.get('format_version')} is not supported "
+            f"by this transqueue (it reads version {FORMAT_VERSION}); re-export the model"
+        )
+    try:
+        return Manifest(directory, data, _config(data["config"]))
+    except (KeyError, TypeError) as error:
+        raise BundleError(f"{path}: incomplete manifest: {error}") from error
+
+
+def verify_files(manifest: Manifest, names: list[str] | None = None) -> None:
+    """Check the sha256 of `names` (default: every file) against the manifest."""
+    for name in names if names is not None else list(manifest.files):
+        path = manifest.directory / name
+        if not path.is_file():
+            raise BundleError(f"{manifest.directory}: missing bundle file {name}")
+        if sha256_file(path) != manifest.files[name]["sha256"]:
+            raise BundleError(
+                f"{path}: sha256 does not match bundle.json; the bundle is corrupt or was "
+                "modified; re-export it"
+            )

@@ -1,0 +1,27 @@
+"""Defaults of the model runtime, each documented (rq style).
+
+Every value here can be overridden per Translator (`DecodeOptions`, `SessionOptions`)
+and, for workers, through the TRANSQUEUE_* environment variables in worker/defaults.py.
+"""
+
+#: Decoder precision used when none is asked for. int8 is about twice as fast on CPU
+#: and its agreement with fp32 is reported in bundle.json by the export validation.
+PRECISION = "int8"
+
+#: Output length cap: at most `LENGTH_A * source_tokens + LENGTH_B` generated tokens
+#: (never more than the model's max positions). A sentence that reaches it is flagged
+#: with `hit_length_cap` in its result; a healthy en→zh translation needs well under
+#: 2 target tokens per source token.
+LENGTH_A = 2.0
+LENGTH_B = 16
+
+#: ONNX Runtime graph optimisation level: "disable", "basic", "extended" or "all".
+GRAPH_OPTIMIZATION = "all"
+
+#: Whether ORT's intra-op worker threads spin while waiting for work. Spinning lowers
+#: per-step latency of the many small decoder runs but burns CPU that neighbouring
+#: worker processes could use; bench/bench_session.py measures both.
+ALLOW_SPINNING = False
+
+#: Sentence used to warm the sessions up before the first real request.
+WARMUP_SENTENCE = "Hello, world."

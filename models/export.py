@@ -1,0 +1,187 @@
+"""`transqueue export`: a MarianMT checkpoint → a validated ONNX bundle.
+
+The bundle is built in DIR.partial and moved to DIR only once validation passed, so a
+directory named by --out is always a bundle that passed. Export-time only: imports
+torch, transformers, sentencepiece and onnx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from models.bundle import FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
+from models.hub import Checkpoint, resolve
+from models.onnx_graphs import OPSET, export_decoder, export_encoder
+from models.quantize import QuantizeOptions, quantize_decoder
+from models.tokenizer_convert import convert
+from models.validate import ValidateOptions, validate
+
+DEFAULT_TARGET_LANG_TOKEN = ">>cmn_Hans<<"
+ENCODER, DECODER, DECODER_INT8 = "encoder.onnx", "decoder.onnx", "decoder.int8.onnx"
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What `transqueue export` makes; recorded in bundle.json."""
+
+    revision: str | None = None
+    target_lang_token: str | None = DEFAULT_TARGET_LANG_TOKEN
+    keep_fp32: bool = True
+    quantize: QuantizeOptions = field(default_factory=QuantizeOptions)
+    validation: ValidateOptions = field(default_factory=ValidateOptions)
+
+
+class ExportError(RuntimeError):
+    """The export or its validation failed."""
+
+
+def _config(model, vocab: dict[str, int], lang_token: str | None) -> dict:
+    config = model.config
+    bad_words = getattr(model.generation_config, "bad_words_ids", None) or []
+    bad = sorted({i for ids in bad_words for i in ids})
+    if config.pad_token_id not in bad:
+        bad.append(config.pad_token_id)
+    if lang_token is not None and lang_token not in vocab:
+        lang_token = None
+    return {
+        "vocab_size": config.vocab_size,
+        "decoder_layers": config.decoder_layers,
+        "decoder_heads": config.decoder_attention_heads,
+        "head_dim": config.d_model // config.decoder_attention_heads,
+        "eos_token_id": config.eos_token_id,
+        "pad_token_id": config.pad_token_id,
+        "unk_token_id": vocab["<unk>"],
+        "decoder_start_token_id": config.decoder_start_token_id,
+        "bad_words_ids": bad,
+        "max_positions": config.max_position_embeddings,
+        "target_lang_token": lang_token,
+        "target_lang_token_id": vocab[lang_token] if lang_token else None,
+    }
+
+
+def duplicated_initializers(path: Path, min_elements: int = 4096) -> list[tuple[str, str]]:
+    """Pairs of large matrices in one ONNX file that hold the same (or transposed) data."""
+    seen: dict[str, str] = {}
+    pairs = []
+    for init in onnx.load(path).graph.initializer:
+        array = numpy_helper.to_array(init)
+        if array.ndim != 2 or array.size < min_elements:
+            continue
+        for variant in (array, array.T):
+            key = hashlib.sha256(np.ascontiguousarray(variant).tobytes()).hexdigest()
+            if key in seen:
+                pairs.append((seen[key], init.name))
+        seen[hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()] = init.name
+    return pairs
+
+
+def _versions() -> dict[str, str]:
+    names = ("torch", "transformers", "onnx", "onnxruntime", "tokenizers", "sentencepiece")
+    return {name: version(name) for name in names}
+
+
+def _file_table(directory: Path) -> dict[str, dict]:
+    return {
+        path.name: {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        for path in sorted(directory.iterdir())
+        if path.is_file() and path.name != MANIFEST
+    }
+
+
+def _write_manifest(directory: Path, manifest: dict) -> None:
+    manifest["files"] = _file_table(directory)
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> dict:
+    """Export, quantize, validate and write the bundle for `checkpoint` into `out`."""
+    import torch
+    from transformers import MarianMTModel
+
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    model = MarianMTModel.from_pretrained(
+        checkpoint.directory, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    export_encoder(model, staging / ENCODER)
+    export_decoder(model, staging / DECODER)
+    quantize_decoder(staging / DECODER, staging / DECODER_INT8, options.quantize)
+    for name in (ENCODER, DECODER, DECODER_INT8):
+        duplicates = duplicated_initializers(staging / name)
+        if duplicates:
+            raise ExportError(f"{name}: duplicated weights inside one file: {duplicates}")
+    tokenizer_files = convert(checkpoint.directory, staging)
+    vocab = json.loads((staging / "vocab.json").read_text(encoding="utf-8"))
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "source": {"model": checkpoint.source, "revision": checkpoint.revision},
+        "config": _config(model, vocab, options.target_lang_token),
+        "graphs": {
+            "layout": "encoder+cross-kv, decoder-step-with-kv-cache",
+            "opset": OPSET,
+            "encoder": ENCODER,
+            "decoder": {"int8": DECODER_INT8, "fp32": DECODER},
+        },
+        "tokenizer": tokenizer_files,
+        "quantization": options.quantize.as_dict(),
+        "versions": _versions(),
+    }
+    _write_manifest(staging, manifest)
+    try:
+        manifest["validation"] = validate(staging, checkpoint.directory, options.validation)
+    except Exception as error:
+        raise ExportError(f"validation failed, bundle left in {staging} for inspection: {error}") from error
+    if not options.keep_fp32:
+        (staging / DECODER).unlink()
+        del manifest["graphs"]["decoder"]["fp32"]
+    _write_manifest(staging, manifest)
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    return manifest
+
+
+def export(source: str, out: Path, options: ExportOptions) -> dict:
+    """Resolve `source` (directory or hub id) and build its bundle in `out`."""
+    return build_bundle(resolve(source, options.revision), out, options)
+
+
+def size_report(directory: Path, manifest: dict) -> str:
+    """A human-readable table of the bundle's files and the validation summary."""
+    lines = [f"bundle {directory}"]
+    for name, info in manifest["files"].items():
+        lines.append(f"  {name:<24} {info['bytes'] / 1e6:9.2f} MB")
+    total = sum(info["bytes"] for info in manifest["files"].values())
+    lines.append(f"  {'total':<24} {total / 1e6:9.2f} MB")
+    validation = manifest.get("validation")
+    if validation:
+        fp32 = validation["fp32"]
+        lines.append(
+            f"validation: fp32 greedy identical to PyTorch on {fp32['greedy_identical']}/"
+            f"{fp32['sentences']} sentences, max |Δlogit| {fp32['max_abs_diff']:.2e}, "
+            f"min cosine {fp32['min_cosine']:.6f}"
+        )
+        tok = validation["tokenizer"]
+        lines.append(
+            f"tokenizer: ids equal to MarianTokenizer on {tok['source_strings']} strings, "
+            f"detokenization equal on {tok['decoded_sequences']} sequences"
+        )
+        if "int8" in validation:
+            int8 = validation["int8"]
+            lines.append(
+                f"int8 vs fp32: exact match {int8['exact_match']:.1%}, token agreement "
+                f"{int8['token_agreement']:.1%}"
+            )
+    return "\n".join(lines)

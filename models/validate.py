@@ -1,0 +1,240 @@
+"""Prove a bundle equal to its PyTorch MarianMTModel.
+
+Four checks, each recorded in bundle.json:
+- numeric: fp32 logits at every decoding step against PyTorch (max abs diff, cosine);
+- greedy: fp32 bundle token ids identical to `model.generate(num_beams=1, do_sample=False)`
+  on the regression set shipped in models/regression/sentences.txt;
+- int8: exact-match rate and token agreement of the int8 decoder against fp32;
+- tokenizer: source ids equal to MarianTokenizer's on a corpus and on hard strings,
+  and detokenization equal to MarianTokenizer.decode(skip_special_tokens=True).
+
+A failed check names the sentence and the step. Export-time only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+REGRESSION_SET = Path(__file__).resolve().parent / "regression" / "sentences.txt"
+DEFAULT_PARITY_CORPUS = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "en-zh" / "cmn_hans.txt"
+)
+HARD_STRINGS = (
+    "",
+    " ",
+    "“Curly” ‘quotes’ and «guillemets»",
+    "ＦＵＬＬ－ｗｉｄｔｈ　ｌｅｔｔｅｒｓ　１２３！",
+    "emoji 😀😀 👍🏽 🇨🇳 done",
+    "https://example.com/a/b?c=d&e=f#g and www.example.org",
+    "12,345.67 3.14 007 1e-9 ½ ² Ⅻ",
+    "control\x01\x02\x7f chars",
+    "zero\u200bwidth\u200cjoin\u200d\ufeffbom",
+    "tab\there\nnew line\r\nand  double   spaces ",
+    "</s> inside <unk> text <pad>",
+    "東京 你好 中文 汉字",
+    "naïve café résumé e\u0301",
+    "\u3000ideographic space and\u00a0nbsp",
+    "ﬁ ligature ㍻ ㌀",
+    "Pneumonoultramicroscopicsilicovolcanoconiosis" * 8,
+    "a" * 600,
+)
+
+
+class ValidationError(RuntimeError):
+    """A bundle failed validation; the message names the sentence and the step."""
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """Thresholds of the validation; recorded in bundle.json."""
+
+    fp32_max_abs_diff: float = 1e-3
+    int8_min_exact: float = 0.5
+    int8_min_agreement: float = 0.8
+    parity_corpus: Path | None = DEFAULT_PARITY_CORPUS
+
+
+def regression_sentences(path: Path = REGRESSION_SET) -> list[str]:
+    """The shipped regression set, one sentence a line."""
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _corpus_sentences(path: Path | None) -> list[str]:
+    if path is None or not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as handle:
+        return [line.split("\t", 1)[0] for line in handle]
+
+
+def _agreement(a: Sequence[int], b: Sequence[int]) -> float:
+    longest = max(len(a), len(b), 1)
+    return sum(x == y for x, y in zip(a, b, strict=False)) / longest
+
+
+def _generate_reference(model, tokenizer, text: str, max_new_tokens: int) -> list[int]:
+    """PyTorch greedy ids for `text`, eos dropped, capped at `max_new_tokens`.
+
+    generate() forces eos at its last step (forced_eos_token_id), so it runs one step
+    further than the cap and the ids are cut at the cap.
+    """
+    import torch
+    from transformers import GenerationConfig
+
+    config = model.config
+    generation = GenerationConfig(
+        num_beams=1,
+        do_sample=False,
+        max_new_tokens=max_new_tokens + 1,
+        bad_words_ids=model.generation_config.bad_words_ids or [[config.pad_token_id]],
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        decoder_start_token_id=config.decoder_start_token_id,
+    )
+    batch = tokenizer([text], return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(**batch, generation_config=generation)[0].tolist()[1:]
+    if config.eos_token_id in output:
+        output = output[: output.index(config.eos_token_id)]
+    return output[:max_new_tokens]
+
+
+def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: ValidateOptions):
+    """Numeric and greedy parity of the fp32 bundle with PyTorch; returns a report dict."""
+    import torch
+
+    worst_diff, worst_cos, checked = 0.0, 1.0, 0
+    outputs = []
+    prefix = fp32.manifest.config.target_lang_token
+    for number, sentence in enumerate(sentences, 1):
+        source_ids = fp32.codec.encode(sentence)
+        reference_text = f"{prefix} {sentence}" if prefix and fp32.codec.prefix_ids else sentence
+        reference_ids = tokenizer(reference_text).input_ids
+        if source_ids.tolist() != reference_ids:
+            raise ValidationError(
+                f"sentence {number} ({sentence!r}): source ids differ from MarianTokenizer: "
+                f"{source_ids.tolist()} != {reference_ids}"
+            )
+        cap = fp32.max_new_tokens(len(source_ids))
+        expected = _generate_reference(model, tokenizer, reference_text, cap)
+        got, _ = fp32.generate(source_ids)
+        if got != expected:
+            step = next(
+                (i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b),
+                min(len(got), len(expected)),
+            )
+            raise ValidationError(
+                f"sentence {number} ({sentence!r}): greedy ids diverge from "
+                f"model.generate at step {step}: bundle {got[step:step + 5]} vs "
+                f"PyTorch {expected[step:step + 5]}"
+            )
+        tokens = [fp32.config.decoder_start_token_id, *expected]
+        ours = np.stack(list(fp32.step_logits(source_ids, tokens)))
+        with torch.no_grad():
+            theirs = model(
+                input_ids=torch.tensor([reference_ids]),
+                decoder_input_ids=torch.tensor([tokens]),
+            ).logits[0].numpy()
+        for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            diff = float(np.abs(a - b).max())
+            cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+            worst_diff, worst_cos = max(worst_diff, diff), min(worst_cos, cosine)
+            if diff > options.fp32_max_abs_diff:
+                raise ValidationError(
+                    f"sentence {number} ({sentence!r}), step {step}: fp32 logits differ from "
+                    f"PyTorch by {diff:.2e} > {options.fp32_max_abs_diff:.0e}"
+                )
+        checked += 1
+        outputs.append(got)
+    report = {
+        "sentences": checked,
+        "greedy_identical": checked,
+        "max_abs_diff": worst_diff,
+        "min_cosine": worst_cos,
+        "threshold": options.fp32_max_abs_diff,
+    }
+    return report, outputs
+
+
+def check_int8(int8, sentences: Sequence[str], fp32_outputs, options: ValidateOptions) -> dict:
+    """Exact-match rate and token agreement of the int8 decoder against fp32."""
+    exact, agreement = 0, 0.0
+    for sentence, reference in zip(sentences, fp32_outputs, strict=True):
+        got, _ = int8.generate(int8.codec.encode(sentence))
+        exact += got == reference
+        agreement += _agreement(got, reference)
+    report = {
+        "sentences": len(sentences),
+        "exact_match": exact / len(sentences),
+        "token_agreement": agreement / len(sentences),
+        "min_exact_match": options.int8_min_exact,
+        "min_token_agreement": options.int8_min_agreement,
+    }
+    if report["exact_match"] < options.int8_min_exact:
+        raise ValidationError(
+            f"int8 decoder: exact match {report['exact_match']:.1%} with fp32 is below "
+            f"--int8-min-exact {options.int8_min_exact:.1%}"
+        )
+    if report["token_agreement"] < options.int8_min_agreement:
+        raise ValidationError(
+            f"int8 decoder: token agreement {report['token_agreement']:.1%} with fp32 is below "
+            f"--int8-min-agreement {options.int8_min_agreement:.1%}"
+        )
+    return report
+
+
+def check_tokenizer(codec, tokenizer, sentences: Sequence[str], vocab_size: int) -> dict:
+    """Source-id and detokenization parity of the converted tokenizer with MarianTokenizer."""
+    for number, text in enumerate(sentences, 1):
+        ours = [*codec.piece_ids(codec.pieces(text)), codec.eos_id]
+        theirs = tokenizer(text).input_ids
+        if ours != theirs:
+            raise ValidationError(
+                f"tokenizer parity, string {number} ({text[:80]!r}): ids {ours[:20]} differ "
+                f"from MarianTokenizer {theirs[:20]}"
+            )
+    rng = random.Random(0)
+    decoded = 0
+    for number in range(2000):
+        ids = [rng.randrange(vocab_size) for _ in range(rng.randrange(1, 30))]
+        ours, theirs = codec.decode(ids), tokenizer.decode(ids, skip_special_tokens=True)
+        if ours != theirs:
+            raise ValidationError(
+                f"detokenization parity, random sequence {number} {ids}: {ours!r} differs "
+                f"from MarianTokenizer.decode {theirs!r}"
+            )
+        decoded += 1
+    return {"source_strings": len(sentences), "decoded_sequences": decoded}
+
+
+def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dict:
+    """Run every check of `bundle_dir` against the checkpoint in `model_dir`; return the report."""
+    import torch
+    from transformers import MarianMTModel, MarianTokenizer
+
+    from models.translator import Translator
+
+    torch.manual_seed(0)
+    model = MarianMTModel.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    tokenizer = MarianTokenizer.from_pretrained(model_dir)
+    sentences = regression_sentences()
+    fp32 = Translator(bundle_dir, precision="fp32", threads=1, warmup=False)
+    corpus = _corpus_sentences(options.parity_corpus)
+    report = {
+        "tokenizer": check_tokenizer(
+            fp32.codec, tokenizer, [*corpus, *sentences, *HARD_STRINGS], fp32.config.vocab_size
+        )
+    }
+    report["tokenizer"]["corpus"] = str(options.parity_corpus) if corpus else None
+    report["fp32"], outputs = check_greedy(model, tokenizer, fp32, sentences, options)
+    if "int8" in fp32.manifest.precisions:
+        int8 = Translator(bundle_dir, precision="int8", threads=1, warmup=False)
+        report["int8"] = check_int8(int8, sentences, outputs, options)
+    report["options"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()}
+    return report

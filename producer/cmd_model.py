@@ -1,0 +1,129 @@
+"""`transqueue export` and `transqueue validate`: make and check model bundles.
+
+Both need the optional export extra (torch, transformers, sentencepiece, onnx); the
+modules that use them are imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import click
+
+EXPORT_MODULES = ("torch", "transformers", "sentencepiece", "onnx", "huggingface_hub")
+
+
+def _require_export_extra() -> None:
+    missing = [name for name in EXPORT_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"this command needs the export extra (missing: {', '.join(missing)}). "
+            "Install it with: pip install 'transqueue[export]'"
+        )
+
+
+def _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus):
+    from models.validate import DEFAULT_PARITY_CORPUS, ValidateOptions
+
+    corpus = None if parity_corpus == "none" else Path(parity_corpus or DEFAULT_PARITY_CORPUS)
+    return ValidateOptions(
+        fp32_max_abs_diff=fp32_max_diff,
+        int8_min_exact=int8_min_exact,
+        int8_min_agreement=int8_min_agreement,
+        parity_corpus=corpus,
+    )
+
+
+def validation_flags(function):
+    """Attach the validation threshold options shared by export and validate."""
+    for option in reversed(
+        [
+            click.option("--fp32-max-diff", type=float, default=1e-3, show_default=True,
+                         help="Fail if an fp32 logit differs from PyTorch by more."),
+            click.option("--int8-min-exact", type=float, default=0.5, show_default=True,
+                         help="Fail if fewer int8 outputs equal fp32 ones (0..1)."),
+            click.option("--int8-min-agreement", type=float, default=0.8, show_default=True,
+                         help="Fail if int8/fp32 token agreement is lower (0..1)."),
+            click.option("--parity-corpus", default=None,
+                         help="Tab-separated corpus whose first column is used for tokenizer "
+                              "parity; 'none' to skip. Default: ../shared/data/en-zh/cmn_hans.txt "
+                              "when present."),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+@click.command("export")
+@click.argument("source")
+@click.option("--out", "-o", type=click.Path(path_type=Path), required=True,
+              help="Bundle directory to create (replaced if it exists).")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--target-lang-token", default=">>cmn_Hans<<", show_default=True,
+              help="Token put before every source sentence, if the vocabulary has it.")
+@click.option("--no-target-lang-token", is_flag=True, help="Put no language token first.")
+@click.option("--int8-only", is_flag=True, help="Keep only the int8 decoder (deployment).")
+@click.option("--per-channel/--per-tensor", default=True, show_default=True,
+              help="int8 weight scales per output channel or per tensor.")
+@click.option("--reduce-range", is_flag=True, help="7-bit weights (older CPUs without VNNI).")
+@click.option("--op-types", default="MatMul", show_default=True,
+              help="Comma-separated op types that onnxruntime quantizes.")
+@click.option("--quantize-embeddings/--no-quantize-embeddings", default=True, show_default=True,
+              help="Store the tied embedding/lm_head once as int8 in the int8 decoder.")
+@validation_flags
+def export_command(source, out, revision, target_lang_token, no_target_lang_token, int8_only,
+                   per_channel, reduce_range, op_types, quantize_embeddings, fp32_max_diff,
+                   int8_min_exact, int8_min_agreement, parity_corpus):
+    """Export a MarianMT checkpoint (directory or hub id) to a validated ONNX bundle."""
+    _require_export_extra()
+    from models.export import ExportError, ExportOptions, export, size_report
+    from models.hub import SourceError
+    from models.quantize import QuantizeOptions
+
+    options = ExportOptions(
+        revision=revision,
+        target_lang_token=None if no_target_lang_token else target_lang_token,
+        keep_fp32=not int8_only,
+        quantize=QuantizeOptions(
+            per_channel=per_channel,
+            reduce_range=reduce_range,
+            op_types=tuple(t.strip() for t in op_types.split(",") if t.strip()),
+            quantize_embeddings=quantize_embeddings,
+        ),
+        validation=_validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement,
+                                     parity_corpus),
+    )
+    try:
+        manifest = export(source, out, options)
+    except (SourceError, ExportError) as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(size_report(out, manifest))
+
+
+@click.command("validate")
+@click.argument("bundle", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--reference", required=True, help="The checkpoint (directory or hub id).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@validation_flags
+def validate_command(bundle, reference, as_json, fp32_max_diff, int8_min_exact,
+                     int8_min_agreement, parity_corpus):
+    """Check a bundle against its PyTorch checkpoint: logits, greedy ids, int8, tokenizer."""
+    _require_export_extra()
+    from models.bundle import BundleError, read_manifest
+    from models.export import size_report
+    from models.hub import SourceError, resolve
+    from models.validate import ValidationError, validate
+
+    options = _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus)
+    try:
+        manifest = read_manifest(bundle)
+        report = validate(bundle, resolve(reference).directory, options)
+    except (BundleError, SourceError, ValidationError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(size_report(bundle, {**manifest.data, "validation": report}))
+    click.echo("validation passed")
