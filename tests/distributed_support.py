@@ -96,15 +96,16 @@ TRANSQUEUE_WORKER = (sys.executable, "-c", "from producer.cli import main; main(
 
 
 class Worker:
-    """A worker (`celery -A worker worker`, or `transqueue worker`) with one pool process,
-    in its own process group, logging to a file."""
+    """A worker (`celery -A worker worker`, or `transqueue worker`), by default with one pool
+    process, in its own process group, logging to a file."""
 
     def __init__(self, name: str, env: Mapping[str, str], log_dir: Path,
-                 command: tuple[str, ...] = CELERY_WORKER) -> None:
+                 command: tuple[str, ...] = CELERY_WORKER,
+                 options: tuple[str, ...] = ("--concurrency=1",)) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self.env = {**os.environ, **env}
-        self.args = [*command, "--concurrency=1", "--loglevel=info", f"--hostname={name}@%h",
+        self.args = [*command, *options, "--loglevel=info", f"--hostname={name}@%h",
                      "--without-gossip", "--without-mingle"]
         self.process: subprocess.Popen | None = None
 

@@ -33,7 +33,7 @@ from producer.pipeline import (
 )
 from worker.celery import TRANSLATE_TASK, app, celery_config
 from worker.config import Settings
-from worker.inbox import DELIVERED, NOTHING_NEW, SKIPPED, SUBMITTED, list_runs, run_inbox
+from worker.inbox import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED, list_runs, run_inbox
 from worker.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
 from worker.schedule import InboxEntry
 
@@ -369,3 +369,7 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
         lock.release()
     listing = cluster.cli("runs", "docs").output
     assert listing.count(DELIVERED) == 2 and NOTHING_NEW in listing and SKIPPED in listing
+
+    missing = InboxEntry("gone", str(tmp_path / "nowhere"), str(outbox), 60)
+    failed = run_inbox(store, missing)
+    assert failed.state == FAILED and "nowhere: no such file or directory" in failed.message

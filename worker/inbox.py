@@ -31,8 +31,8 @@ from worker.jobstore import CANCELLED, PARTIAL, JobStore
 from worker.schedule import InboxEntry
 
 #: Run states.
-SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST = (
-    "submitted", "delivered", "nothing new", "skipped", "lost")
+SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
+    "submitted", "delivered", "nothing new", "skipped", "lost", "failed")
 
 #: Runs kept per inbox entry (the newest).
 RUNS_KEPT = 200
@@ -108,8 +108,12 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
                for name, digest in r.files.items()}
     options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
+    try:
+        tasks = plan_files([inbox], outbox)
+    except (DocumentError, OSError) as exc:
+        return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     parsed, files, invalid = [], {}, {}
-    for task in plan_files([inbox], outbox):
+    for task in tasks:
         name = str(task.source.relative_to(inbox))
         data = task.source.read_bytes()
         digest = hashlib.sha256(data).hexdigest()

@@ -1,0 +1,26 @@
+# The transqueue runtime image: Celery workers, beat, Flower, the metrics exporter and the CLI.
+# The package is installed without its [export] extra, so the image holds no torch,
+# transformers or sentencepiece: models are exported elsewhere (`transqueue export`) and
+# mounted as a bundle directory (TRANSQUEUE_BUNDLE); without one, the bundled demo model runs.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --create-home --uid 1000 transqueue
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY producer producer
+COPY worker worker
+COPY models models
+RUN pip install ".[monitor]" \
+ && python -c "import importlib.util as u, sys; heavy = [m for m in ('torch', 'transformers', 'sentencepiece') if u.find_spec(m)]; sys.exit(f'export-time packages in the image: {heavy}' if heavy else 0)"
+
+USER transqueue
+# One worker container owns 2 CPUs: two prefork processes with one ONNX Runtime thread each.
+ENV TRANSQUEUE_POOL=prefork \
+    TRANSQUEUE_CONCURRENCY=2 \
+    TRANSQUEUE_THREADS=1
+CMD ["transqueue", "worker"]
