@@ -1,0 +1,186 @@
+"""`transqueue translate` end to end with a real (tiny, random) model bundle."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from producer.cli import main
+from producer.documents import ReadOptions, read_document
+
+TRANSQUEUE = Path(sys.executable).with_name("transqueue")
+
+TEXT = "The cat sat on the mat. It was happy.\r\n\r\n42\r\nI like tea.\r\nGood night.\r\n"
+MARKDOWN = """\
+---
+title: Kept as is
+---
+# A small guide
+
+Tom went home. He was tired.
+
+```sh
+echo "Do not translate me."
+```
+
+- Buy some milk.
+- Call [my mother](https://example.com/mom).
+
+| Word | Count |
+|------|------:|
+| apple | 3 |
+"""
+RECORDS = [
+    {"id": 1, "text": "I am hungry. Let us eat.", "lang": "en", "score": 0.5},
+    {"id": 2, "meta": {"note": "no text here"}},
+    {"id": 3, "text": "Where is the station?", "tags": ["a", "b"]},
+]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_bundle):
+    from models.translator import Translator
+
+    return Translator(tiny_bundle)
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "story.txt").write_bytes(TEXT.encode())
+    (root / "guide.md").write_text(MARKDOWN)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    return root
+
+
+def expected(path: Path, translator, options: ReadOptions) -> str:
+    """What the library renders for `path` with the model's translations."""
+    document = read_document(path, options)
+    results = translator.translate([segment.text for segment in document.segments])
+    return document.render([result.text for result in results])
+
+
+def test_translate_directory_keeps_structure(inputs, tmp_path, tiny_bundle, translator):
+    out = tmp_path / "out"
+    args = ["translate", str(inputs), "-o", str(out), "--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, [*args, "--field", "text"])
+    assert result.exit_code == 0, result.output
+    assert "3 written, 0 skipped" in result.output
+    options = ReadOptions(fields=("text",))
+    for name in ("story.txt", "guide.md", "corpus.jsonl"):
+        output = (out / name).read_bytes().decode()
+        assert output == expected(inputs / name, translator, options)
+
+    story = (out / "story.txt").read_bytes()
+    assert story.count(b"\r\n") == TEXT.count("\r\n") and b"\r\n\r\n42\r\n" in story
+
+    guide = (out / "guide.md").read_text()
+    for kept in (
+        "---\ntitle: Kept as is\n---\n",
+        '```sh\necho "Do not translate me."\n```\n',
+        "(https://example.com/mom)",
+        "|------|------:|\n",
+        "| 3 |\n",
+    ):
+        assert kept in guide
+    assert guide.startswith("---") and "\n# " in guide and "\n- " in guide
+
+    records = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
+    assert len(records) == len(RECORDS)
+    for before, after in zip(RECORDS, records, strict=True):
+        assert {k: v for k, v in after.items() if k != "text"} == {
+            k: v for k, v in before.items() if k != "text"
+        }
+        assert ("text" in after) == ("text" in before)
+
+    again = CliRunner().invoke(main, [*args, "--field", "text"])
+    assert "0 written, 3 skipped" in again.output
+
+
+def test_every_sentence_translated_exactly_once_in_order(inputs, tiny_bundle, translator):
+    document = read_document(inputs / "guide.md")
+    markers = [f"〔{i}〕" for i in range(len(document.segments))]
+    rendered = document.render(markers)
+    assert [rendered.index(m) for m in markers] == sorted(rendered.index(m) for m in markers)
+    assert all(rendered.count(m) == 1 for m in markers)
+    assert [s.text for s in document.segments][:3] == [
+        "A small guide",
+        "Tom went home.",
+        "He was tired.",
+    ]
+
+
+def test_unknown_format_and_missing_field(inputs, tiny_bundle):
+    (inputs / "slides.pptx").write_bytes(b"x")
+    result = CliRunner().invoke(
+        main, ["translate", str(inputs / "slides.pptx"), "--model", str(tiny_bundle)]
+    )
+    assert result.exit_code == 1
+    assert (
+        "unsupported format '.pptx'" in result.output and ".jsonl, .markdown, .md" in result.output
+    )
+    result = CliRunner().invoke(
+        main, ["translate", str(inputs / "corpus.jsonl"), "--model", str(tiny_bundle)]
+    )
+    assert result.exit_code == 1 and "needs at least one field (--field)" in result.output
+
+
+def test_missing_default_model_says_how_to_get_one(inputs, monkeypatch, tmp_path):
+    import models.bundle
+
+    monkeypatch.setattr(models.bundle, "default_bundle_dir", lambda: tmp_path / "absent")
+    result = CliRunner().invoke(main, ["translate", str(inputs / "story.txt")])
+    assert result.exit_code == 1
+    assert "transqueue export Helsinki-NLP/opus-mt-en-zh --out DIR" in result.output
+    assert "--model DIR" in result.output
+
+
+def test_cli_subprocess_file_and_stdin(inputs, tiny_bundle, translator):
+    assert TRANSQUEUE.exists(), "run: .venv/bin/pip install -e . --no-deps"
+    done = subprocess.run(
+        [
+            TRANSQUEUE,
+            "translate",
+            inputs / "story.txt",
+            "--model",
+            tiny_bundle,
+            "--precision",
+            "fp32",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 written" in done.stderr and "sentences/s" in done.stderr
+    assert (inputs / "story.zh.txt").read_bytes().count(b"\r\n") == TEXT.count("\r\n")
+
+    lines = "Hello.\nI like tea.\n\n42\nGood night."
+    streamed = subprocess.run(
+        [TRANSQUEUE, "translate", "-", "--model", tiny_bundle],
+        input=lines.encode(),
+        capture_output=True,
+        timeout=300,
+    )
+    assert streamed.returncode == 0, streamed.stderr
+    out = streamed.stdout.decode().split("\n")
+    assert len(out) == len(lines.split("\n")) and out[2] == "" and out[3] == "42"
+    assert out[1] == translator.translate_one("I like tea.").text
+
+    records = "".join(json.dumps(r) + "\n" for r in RECORDS)
+    streamed = subprocess.run(
+        [TRANSQUEUE, "translate", "-", "--model", tiny_bundle, "--field", "text"],
+        input=records.encode(),
+        capture_output=True,
+        timeout=300,
+    )
+    assert streamed.returncode == 0, streamed.stderr
+    assert [json.loads(line)["id"] for line in streamed.stdout.decode().splitlines()] == [1, 2, 3]
