@@ -30,7 +30,6 @@ class ChunkOutcome:
     hits: int
     dead: int
     finalized: bool
-    job_missing: bool = False
 
 
 @dataclass
@@ -46,11 +45,9 @@ class _Writer:
     hits: int = 0
     dead: int = 0
     finalized: bool = False
-    job_missing: bool = False
 
     def _note(self, written: Written) -> bool:
         self.finalized |= written.finalized
-        self.job_missing |= written.job_missing
         return written.written
 
     def result(self, item: Item, text: str, *, hit: bool) -> None:
@@ -76,8 +73,7 @@ class _Writer:
         })
 
     def outcome(self) -> ChunkOutcome:
-        return ChunkOutcome(self.translated, self.hits, self.dead, self.finalized,
-                            self.job_missing)
+        return ChunkOutcome(self.translated, self.hits, self.dead, self.finalized)
 
 
 def process_chunk(store: JobStore, translator: TranslatorLike, job_id: str, chunk: int,
