@@ -22,6 +22,11 @@ from worker.runtime import TranslatorLike
 Item = tuple[int, str]
 
 
+def current_worker() -> str:
+    """host:pid of this process, as job errors name it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 @dataclass(frozen=True)
 class ChunkOutcome:
     """What processing a chunk did."""
@@ -69,7 +74,7 @@ class _Writer:
     def error(self, message: str) -> None:
         self.store.add_error(self.job_id, {
             "at": time.time(), "chunk": self.chunk, "deliveries": self.deliveries,
-            "error": message, "worker": f"{socket.gethostname()}:{os.getpid()}",
+            "error": message, "worker": current_worker(),
         })
 
     def outcome(self) -> ChunkOutcome:

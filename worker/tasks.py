@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import redis
 from celery import signals
 from celery.concurrency.thread import TaskPool as ThreadPool
 from celery.exceptions import Reject
 
 from worker import runtime
 from worker.celery import DELIVER_TASK, TRANSLATE_TASK, app
-from worker.chunks import process_chunk
+from worker.chunks import current_worker, process_chunk
 from worker.config import env_settings
 from worker.inbox import deliver_job, run_inbox
 from worker.jobstore import CANCELLED, DeadLetter
@@ -56,6 +57,9 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
         outcome = process_chunk(store, runtime.load_translator(settings), job_id, chunk, pairs,
                                 deliveries, settings.max_deliveries)
     except Exception as exc:
+        if not isinstance(exc, redis.RedisError):  # a bug: show it in `transqueue status`
+            store.add_error(job_id, {"at": time.time(), "chunk": chunk, "deliveries": deliveries,
+                                     "error": repr(exc), "worker": current_worker()})
         if deliveries < settings.max_deliveries:
             raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
         for slot, text in pairs:
