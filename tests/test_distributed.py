@@ -185,6 +185,15 @@ def assert_settled_once(store: JobStore, info: JobInfo, dead: int = 0) -> None:
     assert (info.done, info.dead) == (info.total - dead, dead)
 
 
+def fetch_and_compare(cluster: Cluster, job_id: str, inputs: list[Path], tmp_path: Path,
+                      translator, out: str = "out", code: int = 0) -> Result:
+    """`transqueue fetch JOB`, then compare with `transqueue translate` of the inputs."""
+    fetched = cluster.cli("fetch", job_id, code=code)
+    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
+    assert_same_files(tmp_path / out, expected)
+    return fetched
+
+
 def submit_files(cluster: Cluster, inputs: list[Path], out: Path, **env: str) -> str:
     args = ["submit", *map(str, inputs), "--out", str(out), *sum((["--field", f] for f in FIELDS),
                                                                  [])]
@@ -199,10 +208,8 @@ def test_a_multi_file_job_across_two_workers(cluster, translator, tmp_path):
     assert info.state == DONE and info.documents == 3
     assert info.total < info.segments  # repeated sentences were sent once
     cluster.cli("wait", job_id)
-    fetched = cluster.cli("fetch", job_id)
+    fetched = fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
     assert "3 of 3 documents written" in fetched.output
-    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out", expected)
     assert_settled_once(store, info)
     status = cluster.cli("status", job_id).output
     assert f"{info.total}/{info.total} distinct translated" in status and "done" in status
@@ -220,9 +227,7 @@ def test_the_translation_memory_serves_a_resubmitted_job(cluster, translator, tm
     assert (first.hits, second.hits, second.total) == (0, first.total, first.total)
     assert store.stats()["translated"] == translated  # nothing was translated again
     assert_settled_once(store, second)
-    cluster.cli("fetch", second.job_id)
-    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out2", expected)
+    fetch_and_compare(cluster, second.job_id, inputs, tmp_path, translator, out="out2")
     assert "cache hits   " + str(second.total) in cluster.cli("status", second.job_id).output
 
 
@@ -253,9 +258,7 @@ def test_a_worker_killed_mid_job(cluster, translator, tmp_path):
     deliveries = store.client.hvals(JobKeys(job_id).deliveries)
     assert max(map(int, deliveries)) >= 2  # the killed worker's chunk was delivered again
     assert_settled_once(store, info)
-    cluster.cli("fetch", job_id)
-    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out", expected)
+    fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
 
 
 def test_a_redis_restart_mid_job(cluster, translator, tmp_path):
@@ -268,9 +271,7 @@ def test_a_redis_restart_mid_job(cluster, translator, tmp_path):
     info = cluster.wait_job(job_id, store)
     assert info.state == DONE
     assert_settled_once(store, info)
-    cluster.cli("fetch", job_id)
-    expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out", expected)
+    fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
 
 
 def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
@@ -285,11 +286,9 @@ def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     assert_settled_once(store, info, dead=2)
     status = cluster.cli("status", job_id).output
     assert "dead letters 2" in status and "PoisonError" in status
-    fetched = cluster.cli("fetch", job_id, code=1)
+    fetched = fetch_and_compare(cluster, job_id, inputs, tmp_path,
+                                KeepMarked(translator, POISON), code=1)
     assert "left untranslated" in fetched.output and POISON in fetched.output
-    expected = translate_locally(inputs, tmp_path / "expected", KeepMarked(translator, POISON),
-                                 ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out", expected)
 
     # A chunk of a job that does not exist is set aside too.
     with app.connection_for_write(cluster.redis.url) as connection:
@@ -313,10 +312,8 @@ def test_a_sentence_that_kills_its_worker_is_given_up_after_the_cap(cluster, tra
     (letter,) = store.dead_letters(job_id).values()
     assert letter.text == "Kaboom goes the sentence." and letter.deliveries == 3
     assert_settled_once(store, info, dead=1)
-    cluster.cli("fetch", job_id, code=1)
-    expected = translate_locally(inputs, tmp_path / "expected", KeepMarked(translator, "Kaboom"),
-                                 ReadOptions(FIELDS))
-    assert_same_files(tmp_path / "out", expected)
+    fetch_and_compare(cluster, job_id, inputs, tmp_path, KeepMarked(translator, "Kaboom"),
+                      code=1)
 
 
 def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
