@@ -36,6 +36,7 @@ class ExportOptions:
     revision: str | None = None
     target_lang_token: str | None = DEFAULT_TARGET_LANG_TOKEN
     keep_fp32: bool = True
+    validate: bool = True
     quantize: QuantizeOptions = field(default_factory=QuantizeOptions)
     validation: ValidateOptions = field(default_factory=ValidateOptions)
 
@@ -140,7 +141,11 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     }
     _write_manifest(staging, manifest)
     try:
-        manifest["validation"] = validate(staging, checkpoint.directory, options.validation)
+        manifest["validation"] = (
+            validate(staging, checkpoint.directory, options.validation)
+            if options.validate
+            else {"skipped": True}
+        )
     except Exception as error:
         raise ExportError(f"validation failed, bundle left in {staging} for inspection: {error}") from error
     if not options.keep_fp32:
@@ -166,7 +171,9 @@ def size_report(directory: Path, manifest: dict) -> str:
     total = sum(info["bytes"] for info in manifest["files"].values())
     lines.append(f"  {'total':<24} {total / 1e6:9.2f} MB")
     validation = manifest.get("validation")
-    if validation:
+    if validation and validation.get("skipped"):
+        lines.append("validation: SKIPPED (--skip-validation); run `transqueue validate`")
+    elif validation:
         fp32 = validation["fp32"]
         lines.append(
             f"validation: fp32 greedy identical to PyTorch on {fp32['greedy_identical']}/"

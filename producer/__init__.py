@@ -1,0 +1,1 @@
+"""Reading, segmenting and reassembling documents; the transqueue CLI."""

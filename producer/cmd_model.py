@@ -72,10 +72,12 @@ def validation_flags(function):
               help="Comma-separated op types that onnxruntime quantizes.")
 @click.option("--quantize-embeddings/--no-quantize-embeddings", default=True, show_default=True,
               help="Store the tied embedding/lm_head once as int8 in the int8 decoder.")
+@click.option("--skip-validation", is_flag=True,
+              help="Do not compare with PyTorch (recorded in bundle.json); for quick trials.")
 @validation_flags
 def export_command(source, out, revision, target_lang_token, no_target_lang_token, int8_only,
-                   per_channel, reduce_range, op_types, quantize_embeddings, fp32_max_diff,
-                   int8_min_exact, int8_min_agreement, parity_corpus):
+                   per_channel, reduce_range, op_types, quantize_embeddings, skip_validation,
+                   fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus):
     """Export a MarianMT checkpoint (directory or hub id) to a validated ONNX bundle."""
     _require_export_extra()
     from models.export import ExportError, ExportOptions, export, size_report
@@ -86,6 +88,7 @@ def export_command(source, out, revision, target_lang_token, no_target_lang_toke
         revision=revision,
         target_lang_token=None if no_target_lang_token else target_lang_token,
         keep_fp32=not int8_only,
+        validate=not skip_validation,
         quantize=QuantizeOptions(
             per_channel=per_channel,
             reduce_range=reduce_range,

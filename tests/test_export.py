@@ -1,0 +1,129 @@
+import json
+import sys
+
+import onnx
+import pytest
+from click.testing import CliRunner
+from conftest import TINY_CORPUS, build_tiny_marian, export_tiny
+
+from models.bundle import read_manifest, sha256_file
+from models.export import duplicated_initializers
+from models.hub import SourceError, resolve
+from models.quantize import QuantizeOptions
+from models.validate import ValidateOptions, ValidationError, validate
+from producer.cli import main
+
+
+def test_manifest_records_config_files_versions_and_validation(tiny_bundle, tiny_marian_dir):
+    manifest = read_manifest(tiny_bundle)
+    data = manifest.data
+    vocab = json.loads((tiny_marian_dir / "vocab.json").read_text())
+    config = manifest.config
+    assert config.pad_token_id == vocab["<pad>"] == len(vocab) - 1
+    assert config.decoder_start_token_id == config.pad_token_id
+    assert config.eos_token_id == 0 and config.unk_token_id == 1
+    assert config.pad_token_id in config.bad_words_ids
+    assert config.target_lang_token == ">>cmn_Hans<<"
+    assert config.target_lang_token_id == vocab[">>cmn_Hans<<"]
+    assert config.max_positions == 512
+    assert set(manifest.precisions) == {"int8", "fp32"}
+    assert data["graphs"]["opset"] >= 17
+    assert data["quantization"]["per_channel"] is True
+    assert {"torch", "transformers", "onnx", "onnxruntime"} <= set(data["versions"])
+    for name, info in manifest.files.items():
+        assert sha256_file(tiny_bundle / name) == info["sha256"]
+    validation = data["validation"]
+    assert validation["fp32"]["sentences"] >= 50
+    assert validation["fp32"]["greedy_identical"] == validation["fp32"]["sentences"]
+    assert validation["fp32"]["max_abs_diff"] <= 1e-3
+    assert validation["tokenizer"]["source_strings"] > 400
+    assert 0.0 <= validation["int8"]["exact_match"] <= 1.0
+
+
+def test_graphs_have_dynamic_axes_no_encoder_in_decoder_and_no_duplicates(tiny_bundle):
+    encoder = onnx.load(tiny_bundle / "encoder.onnx")
+    assert encoder.opset_import[0].version >= 17
+    dims = encoder.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param for d in dims] == ["batch", "src"]
+    for name in ("decoder.onnx", "decoder.int8.onnx"):
+        decoder = onnx.load(tiny_bundle / name)
+        inputs = [i.name for i in decoder.graph.input]
+        assert "input_ids" in inputs and "cross_key.0" in inputs and "past_key.0" in inputs
+        assert not any("encoder" in init.name for init in decoder.graph.initializer)
+        assert duplicated_initializers(tiny_bundle / name, min_elements=1) == []
+    int8 = onnx.load(tiny_bundle / "decoder.int8.onnx")
+    ops = {node.op_type for node in int8.graph.node}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+    assert "embed_tokens.int8_t" in {init.name for init in int8.graph.initializer}
+
+
+def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path):
+    from models.export import ExportOptions  # noqa: F401  (documented flag path)
+
+    bundle = export_tiny(tiny_marian_dir, tmp_path / "bundle", keep_fp32=False)
+    manifest = read_manifest(bundle)
+    assert manifest.precisions == ("int8",)
+    assert not (bundle / "decoder.onnx").exists()
+    assert "decoder.onnx" not in manifest.files
+
+
+def test_fp32_lm_head_option_keeps_one_shared_matrix(tiny_marian_dir, tmp_path):
+    bundle = export_tiny(
+        tiny_marian_dir,
+        tmp_path / "bundle",
+        quantize=QuantizeOptions(quantize_embeddings=False),
+    )
+    int8 = onnx.load(bundle / "decoder.int8.onnx")
+    users = [n.op_type for n in int8.graph.node if "embed_tokens.weight" in n.input]
+    assert sorted(users) == ["Gather", "Gemm"]
+    assert duplicated_initializers(bundle / "decoder.int8.onnx", min_elements=1) == []
+    assert read_manifest(bundle).data["quantization"]["quantize_embeddings"] is False
+
+
+def test_validation_failure_names_sentence_and_step(tiny_bundle, tmp_path):
+    other = build_tiny_marian(tmp_path / "other", seed=1)
+    options = ValidateOptions(int8_min_exact=0, int8_min_agreement=0, parity_corpus=TINY_CORPUS)
+    with pytest.raises(ValidationError, match=r"sentence 1 .*step \d+"):
+        validate(tiny_bundle, other, options)
+
+
+def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "bundle"
+    flags = ["--int8-min-exact", "0", "--int8-min-agreement", "0", "--parity-corpus", str(TINY_CORPUS)]
+    result = runner.invoke(main, ["export", str(tiny_marian_dir), "--out", str(out), *flags])
+    assert result.exit_code == 0, result.output
+    assert "fp32 greedy identical to PyTorch on 56/56 sentences" in result.output
+    assert "decoder.int8.onnx" in result.output and "total" in result.output
+    result = runner.invoke(main, ["validate", str(out), "--reference", str(tiny_marian_dir), *flags])
+    assert result.exit_code == 0, result.output
+    assert "validation passed" in result.output
+
+
+def test_hub_id_offline_fails_with_local_directory_advice(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(SourceError, match="pass it instead: transqueue export /path/to/opus-mt-en-zh"):
+        resolve("Helsinki-NLP/opus-mt-en-zh")
+
+
+def test_local_path_that_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(SourceError, match="no such checkpoint directory"):
+        resolve(str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match="missing config.json"):
+        resolve(str(tmp_path / "empty"))
+
+
+def test_export_without_extra_names_the_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    result = CliRunner().invoke(main, ["export", "x", "--out", "y"])
+    assert result.exit_code != 0
+    assert "pip install 'transqueue[export]'" in result.output
+    assert "torch" in result.output
+    assert sys.modules  # the command stopped before importing anything heavy

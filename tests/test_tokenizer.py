@@ -1,0 +1,58 @@
+import random
+from pathlib import Path
+
+import pytest
+from conftest import tiny_pairs
+
+from models.bundle import read_manifest
+from models.tokenizer import MarianCodec
+from models.tokenizer_convert import convert
+from models.validate import DEFAULT_PARITY_CORPUS, HARD_STRINGS
+
+DEMO_CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "checkpoint"
+
+
+def _codec(model_dir: Path, out: Path) -> MarianCodec:
+    convert(model_dir, out)
+    return MarianCodec(
+        out / "source.tokenizer.json", out / "target.tokenizer.json", out / "vocab.json", 0, 1
+    )
+
+
+def _assert_parity(model_dir: Path, out: Path, texts: list[str]) -> None:
+    from transformers import MarianTokenizer
+
+    codec = _codec(model_dir, out)
+    reference = MarianTokenizer.from_pretrained(model_dir)
+    for text in texts:
+        assert codec.encode(text).tolist() == reference(text).input_ids, text
+    rng = random.Random(1)
+    size = len(reference)
+    for _ in range(3000):
+        ids = [rng.randrange(size) for _ in range(rng.randrange(1, 40))]
+        assert codec.decode(ids) == reference.decode(ids, skip_special_tokens=True), ids
+
+
+def test_tiny_model_parity_with_marian_tokenizer(tiny_marian_dir, tmp_path):
+    texts = [en for en, _ in tiny_pairs()] + [zh for _, zh in tiny_pairs()] + list(HARD_STRINGS)
+    _assert_parity(tiny_marian_dir, tmp_path, texts)
+
+
+@pytest.mark.skipif(
+    not (DEMO_CHECKPOINT / "source.spm").exists() or not DEFAULT_PARITY_CORPUS.exists(),
+    reason="needs the demo checkpoint and ../shared/data/en-zh/cmn_hans.txt",
+)
+def test_demo_model_parity_on_the_whole_tatoeba_corpus(tmp_path):
+    with DEFAULT_PARITY_CORPUS.open(encoding="utf-8") as handle:
+        english = [line.split("\t", 1)[0] for line in handle]
+    _assert_parity(DEMO_CHECKPOINT, tmp_path, english + list(HARD_STRINGS))
+
+
+def test_bundle_codec_puts_the_language_token_first(tiny_bundle):
+    manifest = read_manifest(tiny_bundle)
+    from models.translator import Translator
+
+    codec = Translator(tiny_bundle, warmup=False).codec
+    ids = codec.encode("Hello.")
+    assert ids[0] == manifest.config.target_lang_token_id
+    assert ids[-1] == manifest.config.eos_token_id

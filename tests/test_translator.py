@@ -1,0 +1,107 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from models.bundle import BundleError
+from models.translator import Translator, split_points
+
+
+@pytest.fixture(scope="module")
+def int8(tiny_bundle):
+    return Translator(tiny_bundle, threads=1)
+
+
+def test_pad_logit_is_masked(tiny_bundle):
+    fp32 = Translator(tiny_bundle, precision="fp32", threads=1, warmup=False)
+    source = fp32.codec.encode("Hello there.")
+    first = next(fp32.step_logits(source, [fp32.config.decoder_start_token_id]))
+    assert int(first.argmax()) == fp32.config.pad_token_id  # the raw model would emit pad
+    generated, _ = fp32.generate(source)
+    assert fp32.config.pad_token_id not in generated
+
+
+def test_results_carry_counts_and_the_length_cap_flag(int8):
+    result = int8.translate_one("How are you?")
+    assert result.source_tokens == len(int8.codec.pieces("How are you?"))
+    # the random model never emits eos: it runs to the cap and says so
+    assert result.hit_length_cap
+    assert result.target_tokens == int8.max_new_tokens(result.source_tokens + 2)
+    assert result.seconds > 0 and result.parts == 1
+
+
+def test_empty_text_is_not_sent_to_the_model(int8):
+    result = int8.translate_one("   ")
+    assert (result.text, result.source_tokens, result.target_tokens) == ("", 0, 0)
+
+
+def test_overlong_sentence_is_split_not_truncated(int8):
+    sentence = " ".join(f"word{i}, and more" for i in range(300))
+    result = int8.translate_one(sentence)
+    assert result.source_tokens == len(int8.codec.pieces(sentence)) > 512
+    assert result.parts >= 2
+
+
+def test_split_points_prefer_punctuation_then_word_starts():
+    pieces = ["▁a", "b", ",", "▁c", "d", "▁e", "f", "g"]
+    assert split_points(pieces, 4) == [3, 7]
+    assert split_points(pieces, 5) == [3]
+    assert split_points(pieces, 100) == []
+    assert split_points(["x"] * 10, 4) == [4, 8]
+
+
+def test_same_output_whatever_the_thread_count_or_instance(tiny_bundle, int8):
+    sentences = ["Tom asked Mary to help him.", "Where is the train station?", "OK."]
+    two_threads = Translator(tiny_bundle, threads=2)
+    assert [r.text for r in int8.translate(sentences)] == [
+        r.text for r in two_threads.translate(sentences)
+    ]
+
+
+def test_fingerprint_depends_on_precision(tiny_bundle, int8):
+    fp32 = Translator(tiny_bundle, precision="fp32", warmup=False)
+    assert fp32.fingerprint != int8.fingerprint
+    assert Translator(tiny_bundle, warmup=False).fingerprint == int8.fingerprint
+
+
+def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bundle, broken)
+    data = bytearray((broken / "decoder.int8.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (broken / "decoder.int8.onnx").write_bytes(bytes(data))
+    with pytest.raises(BundleError, match="sha256 does not match"):
+        Translator(broken)
+
+    manifest = json.loads((tiny_bundle / "bundle.json").read_text())
+    manifest["format_version"] = 99
+    future = tmp_path / "future"
+    shutil.copytree(tiny_bundle, future)
+    (future / "bundle.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="format version 99 is not supported"):
+        Translator(future)
+
+    with pytest.raises(BundleError, match="transqueue export Helsinki-NLP/opus-mt-en-zh"):
+        Translator(tmp_path)
+
+
+def test_runtime_imports_no_export_libraries():
+    code = (
+        "import sys, models.translator, producer.cli, worker\n"
+        "heavy = {'torch', 'transformers', 'sentencepiece', 'onnx'} & set(sys.modules)\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_decoding_is_greedy_argmax_over_unbanned_logits(tiny_bundle):
+    fp32 = Translator(tiny_bundle, precision="fp32", threads=1, warmup=False)
+    source = fp32.codec.encode("I think you're right.")
+    generated, _ = fp32.generate(source)
+    tokens = [fp32.config.decoder_start_token_id, *generated[:-1]]
+    for logits, chosen in zip(fp32.step_logits(source, tokens), generated, strict=True):
+        logits[list(fp32.config.bad_words_ids)] = -np.inf
+        assert int(logits.argmax()) == chosen
