@@ -369,3 +369,10 @@ def test_markdown_code_inside_lists_footnotes_images_and_setext():
         "The note.",
     ]
     assert identity(doc) == content
+
+
+def test_jsonl_field_given_twice_is_translated_once():
+    content = '{"text": "Hello there.", "id": 1}\n'
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text", "text")))
+    assert [s.text for s in doc.segments] == ["Hello there."]
+    assert json.loads(doc.render(["你好。"])) == {"text": "你好。", "id": 1}

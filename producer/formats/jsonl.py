@@ -25,6 +25,7 @@ def build(
     A field is a top-level key or a dotted path into nested objects (``meta.title``); an exact
     top-level key wins over a dotted path. A record without the field, or with ``null`` there,
     passes through. A string value is laid out like a ``.txt`` document (one unit per line).
+    A field named twice is translated once.
     Invalid JSON or a non-string value is a ``DocumentError`` naming ``where``:line:column,
     counting lines from ``first_line``.
     """
@@ -41,7 +42,7 @@ def build(
             ) from None
         if not isinstance(record, dict):
             continue
-        spans = []
+        values: dict[tuple[int, int], str] = {}
         for field in fields:
             span = _find(content, _skip(content, 0), field)
             if span is None:
@@ -54,8 +55,8 @@ def build(
                     f"{where}:{number}:{span[0] + 1}: field {field!r} holds "
                     f"{type(value).__name__}, not a string"
                 )
-            spans.append((span, value))
-        for (start, end), value in sorted(spans, key=lambda item: item[0]):
+            values[span] = value
+        for (start, end), value in sorted(values.items()):
             _translate_value(builder, line.start + start, line.start + end, value, reflow)
 
 
