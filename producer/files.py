@@ -28,13 +28,15 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
       (``*.zh.EXT``) and anything inside the output tree are left alone.
 
-    Raises DocumentError for a missing input, or a target that is one of the inputs.
+    Raises DocumentError for a missing input, a target that is one of the inputs, or two
+    inputs that would be written to the same target.
     """
     tasks: list[FileTask] = []
     single_file = len(inputs) == 1 and Path(inputs[0]).is_file()
     for given in map(Path, inputs):
         if given.is_dir():
-            root = out or given.with_name(given.name + defaults.OUTPUT_INFIX)
+            absolute = Path(os.path.abspath(given))  # names "." and ".." too
+            root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
             tasks.extend(
                 FileTask(path, root / path.relative_to(given)) for path in _walk(given, root)
             )
@@ -49,9 +51,15 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
         else:
             raise DocumentError(f"{given}: no such file or directory")
     sources = {task.source.resolve() for task in tasks}
+    writers: dict[Path, Path] = {}
     for task in tasks:
-        if task.target.resolve() in sources:
+        target = task.target.resolve()
+        if target in sources:
             raise DocumentError(f"{task.source}: refusing to overwrite input {task.target}")
+        if target in writers:
+            raise DocumentError(f"{writers[target]} and {task.source} would both be written "
+                                f"to {task.target}")
+        writers[target] = task.source
     return tasks
 
 

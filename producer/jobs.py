@@ -63,14 +63,7 @@ def file_source(task: FileTask, out: Path, data: bytes) -> Source:
 
 def file_sources(tasks: Iterable[FileTask], out: Path) -> list[Source]:
     """Read the files of `tasks` (from `producer.files.plan_files(..., out)`) as Sources."""
-    sources, targets = [], {}
-    for task in tasks:
-        if task.target in targets:
-            raise DocumentError(f"{targets[task.target]} and {task.source} would both be "
-                                f"written to {task.target}")
-        targets[task.target] = task.source
-        sources.append(file_source(task, out, task.source.read_bytes()))
-    return sources
+    return [file_source(task, out, task.source.read_bytes()) for task in tasks]
 
 
 def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> list[Source]:

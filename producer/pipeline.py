@@ -92,7 +92,7 @@ def read_tasks(
 ) -> list[tuple[FileTask, Document]]:
     """Parse each task's document; existing outputs are skipped unless ``force``.
 
-    A document that cannot be read is recorded in ``report.errors``; the others go on.
+    A document that cannot be read or parsed is recorded in ``report.errors``; the others go on.
     """
     documents = []
     for task in tasks:
@@ -103,6 +103,8 @@ def read_tasks(
             documents.append((task, read_document(task.source, options.read)))
         except DocumentError as error:
             report.errors.append(str(error))
+        except OSError as error:
+            report.errors.append(f"{task.source}: {error.strerror or error}")
     return documents
 
 

@@ -183,3 +183,25 @@ def test_translate_stream_jsonl_errors_name_the_stdin_line():
     assert next(outputs) == '{"text": "【Fine.】"}\n'
     with pytest.raises(DocumentError, match=r"<stdin>:2:2: invalid JSON"):
         next(outputs)
+
+
+def test_two_inputs_with_one_target_are_refused(tree: Path, tmp_path: Path):
+    (tree / "sub" / "a.txt").write_text("Other text.\n")
+    with pytest.raises(DocumentError, match="would both be written to"):
+        plan_files([tree / "a.txt", tree / "sub" / "a.txt"], tmp_path / "out")
+
+
+def test_current_directory_is_mirrored_next_to_itself(tree: Path, monkeypatch):
+    monkeypatch.chdir(tree / "sub")
+    tasks = plan_files([Path(".")])
+    assert [task.target.resolve() for task in tasks] == [tree / "sub.zh" / "b.md",
+                                                        tree / "sub.zh" / "c.jsonl"]
+
+
+def test_unreadable_document_is_reported_and_the_others_written(tree: Path, tmp_path: Path):
+    (tree / "dir.txt").mkdir()  # a directory with a document suffix cannot be read
+    out = tmp_path / "out"
+    tasks = [FileTask(tree / "dir.txt", out / "dir.txt"), FileTask(tree / "a.txt", out / "a.txt")]
+    report = run(tasks, MarkingTranslator())
+    assert report.errors == [f"{tree / 'dir.txt'}: Is a directory"]
+    assert report.written == [out / "a.txt"]
