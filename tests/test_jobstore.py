@@ -143,6 +143,35 @@ def test_cancel_stops_finalize(store):
     assert store.info("job1").state == CANCELLED
 
 
+def cancel_while_finishing(store: JobStore, job_id: str) -> dict[str, bool]:
+    """Cancel a job in one thread while another writes its last slot."""
+    outcome: dict[str, bool] = {}
+
+    def cancel() -> None:
+        outcome["cancelled"] = store.cancel(job_id)
+
+    def finish() -> None:
+        written = store.record(job_id, 0, "s0", "t0", fingerprint=FP, hit=False)
+        outcome["finalized"] = written.finalized
+
+    threads = [threading.Thread(target=cancel), threading.Thread(target=finish)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcome
+
+
+def test_cancel_and_the_last_write_race_with_one_winner(store):
+    for n in range(100):
+        job_id = make_job(store, f"race{n}", total=1)
+        outcome = cancel_while_finishing(store, job_id)
+        assert outcome["cancelled"] != outcome["finalized"]
+        assert store.info(job_id).state == (CANCELLED if outcome["cancelled"] else DONE)
+    assert not store.cancel("no-such-job")
+    assert store.info("no-such-job") is None
+
+
 def test_deliveries_fingerprint_memory_errors(store):
     make_job(store)
     assert [store.count_delivery("job1", 4) for _ in range(3)] == [1, 2, 3]

@@ -85,6 +85,17 @@ return finalize(KEYS[1], ARGV[1])
 """
 
 
+# KEYS: job. ARGV: now. Cancels an unfinished job. Cancelling and finalizing both claim
+# 'finished_at' with HSETNX, so exactly one of them wins: a job that has just finished is
+# never turned into a cancelled one, nor a cancelled one finalized.
+_CANCEL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[1], 'finished_at', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'cancelled')
+return 1
+"""
+
+
 def normalize_sentence(text: str) -> str:
     """The form of a sentence that the translation memory and in-job deduplication key on.
 
@@ -313,6 +324,7 @@ class JobStore:
         self._record = client.register_script(_RECORD)
         self._dead = client.register_script(_DEAD)
         self._try_finalize = client.register_script(_TRY_FINALIZE)
+        self._cancel = client.register_script(_CANCEL)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, patient: bool = False) -> JobStore:
@@ -346,13 +358,11 @@ class JobStore:
         return bool(self._try_finalize(keys=[JobKeys(job_id).meta], args=[repr(time.time())]))
 
     def cancel(self, job_id: str) -> bool:
-        """Mark an unfinished job cancelled: workers skip its remaining chunks."""
-        info = self.info(job_id)
-        if info is None or info.finished or info.state == CANCELLED:
-            return False
-        self.client.hset(JobKeys(job_id).meta, mapping={"state": CANCELLED,
-                                                        "finished_at": repr(time.time())})
-        return True
+        """Mark an unfinished job cancelled: workers skip its remaining chunks.
+
+        False if there is no such job, or it already finished or was cancelled.
+        """
+        return bool(self._cancel(keys=[JobKeys(job_id).meta], args=[repr(time.time())]))
 
     # -- worker side --------------------------------------------------------------------------
 
