@@ -82,7 +82,7 @@ def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, 
             out.mkdir(parents=True, exist_ok=True)
             sources = file_sources(plan_files([Path(p) for p in paths], out), out)
             origin, out_dir = "files", str(out)
-        parsed = [(s, parse_source(s, options).segments) for s in sources]
+        parsed = [(s, parse_source(s, options)) for s in sources]
     except OSError as exc:
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     except DocumentError as exc:
@@ -172,7 +172,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
                 write_atomic(out_dir / rendered.target, rendered.text)
             written += 1
             dead.extend((rendered.name, letter) for letter in rendered.dead)
-    except JobGone as exc:
+    except (JobGone, DocumentError) as exc:
         raise click.ClickException(str(exc)) from None
     where = "stdout" if stream else str(out_dir)
     unit = "records" if stream else "documents"

@@ -1,20 +1,22 @@
 """Distributed jobs, producer side: documents into a job in Redis, results back into documents.
 
-A job stores each document's source text and, per segment, the *slot* of its sentence:
-equal sentences (after `worker.jobstore.normalize_sentence`) share one slot, so a sentence
-repeated within a job is sent to the workers once. Slots travel to the workers in chunks
-of `Settings.chunk_size` (slot, sentence) pairs, never whole documents.
+A job stores each document as parsed at submit (its segments and layout, see
+`producer.stored_layout`) and, per segment, the *slot* of its sentence: equal sentences
+(after `worker.jobstore.normalize_sentence`) share one slot, so a sentence repeated within a
+job is sent to the workers once. Slots travel to the workers in chunks of
+`Settings.chunk_size` (slot, sentence) pairs, never whole documents.
 
-Outputs are rendered with `Document.render`, exactly as `transqueue translate` renders them.
-A document is rendered only once every one of its sentences is settled: translated, or
-given up in the job's dead letters, in which case the source sentence stays in its place.
+Outputs are rendered with `Document.render`, exactly as `transqueue translate` renders them,
+from the stored segments: a document is never segmented again after submit. A document is
+rendered only once every one of its sentences is settled: translated, or given up in the
+job's dead letters, in which case the source sentence stays in its place.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +24,11 @@ from producer.documents import (
     Document,
     DocumentError,
     ReadOptions,
-    Segment,
     format_of,
     parse_text,
 )
 from producer.files import FileTask
+from producer.stored_layout import dump_document, load_document
 from worker.celery import TRANSLATE_TASK, app
 from worker.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob, normalize_sentence
 
@@ -86,22 +88,23 @@ def new_job_id() -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """A job's documents (with their slots) and its distinct sentences, in slot order."""
+    """A job's documents (with their slots and stored layouts) and its distinct sentences,
+    in slot order."""
 
     documents: list[DocumentRecord]
-    sources: list[str]
+    layouts: list[str]
     sentences: list[str]
 
 
-def plan_job(parsed: Iterable[tuple[Source, Sequence[Segment]]], options: ReadOptions) -> Plan:
+def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) -> Plan:
     """Give each distinct sentence of the documents one slot."""
     slot_of: dict[str, int] = {}
     sentences: list[str] = []
     documents: list[DocumentRecord] = []
-    texts: list[str] = []
-    for source, segments in parsed:
+    layouts: list[str] = []
+    for source, document in parsed:
         slots = []
-        for segment in segments:
+        for segment in document.segments:
             key = normalize_sentence(segment.text)
             if key not in slot_of:
                 slot_of[key] = len(sentences)
@@ -109,19 +112,19 @@ def plan_job(parsed: Iterable[tuple[Source, Sequence[Segment]]], options: ReadOp
             slots.append(slot_of[key])
         documents.append(DocumentRecord(source.name, source.fmt, tuple(slots),
                                         options.fields, options.reflow, source.target))
-        texts.append(source.text)
-    return Plan(documents, texts, sentences)
+        layouts.append(dump_document(document))
+    return Plan(documents, layouts, sentences)
 
 
-def submit(store: JobStore, parsed: Iterable[tuple[Source, Sequence[Segment]]],
+def submit(store: JobStore, parsed: Iterable[tuple[Source, Document]],
            options: ReadOptions, *, out: str, origin: str,
            extra: dict[str, str] | None = None) -> str:
-    """Store a job of documents (with their segments) and queue its chunks; returns its id."""
+    """Store a job of parsed documents and queue its chunks; returns its id."""
     plan = plan_job(parsed, options)
     job_id = new_job_id()
     pairs, size = list(enumerate(plan.sentences)), store.settings.chunk_size
     chunks = [pairs[i:i + size] for i in range(0, len(pairs), size)]
-    store.create(NewJob(job_id=job_id, documents=plan.documents, sources=plan.sources,
+    store.create(NewJob(job_id=job_id, documents=plan.documents, layouts=plan.layouts,
                         total=len(plan.sentences), chunks=len(chunks), out=out, origin=origin,
                         extra=extra or {}))
     with app.connection_for_write(store.settings.redis_url) as connection:
@@ -148,13 +151,19 @@ class JobGone(RuntimeError):
 
 
 def render_document(store: JobStore, job_id: str, n: int) -> Rendered:
-    """Render document `n` if all its sentences are settled (see the module docstring)."""
-    record, source = store.document(job_id, n)
+    """Render document `n` if all its sentences are settled (see the module docstring).
+
+    Raises DocumentError naming the document when its stored segments, layout and slots
+    do not line up.
+    """
+    record, layout = store.document(job_id, n)
     states = store.slot_states(job_id, record.slots)
     if any(state is None for state in states):
         return Rendered(n, record.name, record.target, None)
-    options = ReadOptions(fields=record.fields, reflow=record.reflow)
-    doc = parse_source(Source(record.name, record.fmt, source), options)
+    doc = load_document(layout, record.name)
+    if len(doc.segments) != len(record.slots):
+        raise DocumentError(f"{record.name}: {len(doc.segments)} stored segments but "
+                            f"{len(record.slots)} slots (document {n} of job {job_id})")
     dead = tuple(s for s in states if isinstance(s, DeadLetter))
     translations = [seg.text if isinstance(state, DeadLetter) else state
                     for seg, state in zip(doc.segments, states, strict=True)]

@@ -51,7 +51,7 @@ def store(redis_server):
 def make_job(store, sentences, job_id="j"):
     store.create(NewJob(job_id=job_id, documents=[DocumentRecord("a.txt", "txt",
                                                                   tuple(range(len(sentences))))],
-                        sources=["x"], total=len(sentences), chunks=1, out="", origin="files"))
+                        layouts=["x"], total=len(sentences), chunks=1, out="", origin="files"))
     return list(enumerate(sentences))
 
 

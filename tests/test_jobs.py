@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from producer import layout
 from producer.documents import DocumentError, ReadOptions, parse_text
 from producer.files import FileTask, plan_files
 from producer.jobs import (
@@ -19,8 +20,9 @@ from producer.jobs import (
     stdin_sources,
 )
 from producer.pipeline import stream_units
+from producer.stored_layout import load_document
 from worker.config import Settings
-from worker.jobstore import DeadLetter, JobStore, NewJob
+from worker.jobstore import DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 
 pytest_plugins = ["distributed_support"]
 
@@ -32,10 +34,12 @@ def test_equal_sentences_share_one_slot_across_documents():
     decomposed = unicodedata.normalize("NFD", "Café time.\n")
     sources = [Source("a.txt", "txt", TEXT), Source("b.txt", "txt", "Fine.\nCafé time.\n"),
                Source("c.txt", "txt", decomposed)]
-    plan = plan_job([(s, parse_source(s, options).segments) for s in sources], options)
+    plan = plan_job([(s, parse_source(s, options)) for s in sources], options)
     assert plan.sentences == ["Hello there.", "How are you?", "Fine.", "Café time."]
     assert [d.slots for d in plan.documents] == [(0, 1, 0, 2), (2, 3), (3,)]
-    assert plan.sources == [s.text for s in sources]
+    stored = [load_document(layout, "x") for layout in plan.layouts]
+    assert [d.render([seg.text for seg in d.segments]) for d in stored] == [s.text
+                                                                          for s in sources]
 
 
 def test_stdin_units_become_documents_read_as_translate_reads_them():
@@ -74,14 +78,21 @@ def test_invalid_utf8_names_the_line(tmp_path):
         file_source(task, tmp_path / "out", b"ok\n\xff\n")
 
 
-def test_render_waits_for_every_sentence_and_keeps_dead_ones_in_english(redis_server):
+def store_job(redis_server, text: str = TEXT) -> JobStore:
+    """A job "j" of one document a.txt holding `text`, stored without queueing chunks."""
     redis_server.client().flushdb()
     store = JobStore.from_settings(Settings(redis_url=redis_server.url))
     options = ReadOptions()
-    source = Source("a.txt", "txt", TEXT)
-    plan = plan_job([(source, parse_source(source, options).segments)], options)
-    store.create(NewJob(job_id="j", documents=plan.documents, sources=plan.sources,
+    source = Source("a.txt", "txt", text)
+    plan = plan_job([(source, parse_source(source, options))], options)
+    store.create(NewJob(job_id="j", documents=plan.documents, layouts=plan.layouts,
                         total=len(plan.sentences), chunks=1, out="", origin="files"))
+    return store
+
+
+def test_render_waits_for_every_sentence_and_keeps_dead_ones_in_english(redis_server):
+    store = store_job(redis_server)
+    options = ReadOptions()
     assert render_document(store, "j", 0).text is None
     store.record("j", 0, "Hello there.", "你好。", fingerprint="f", hit=False)
     store.record("j", 1, "How are you?", "你好吗？", fingerprint="f", hit=False)
@@ -92,3 +103,20 @@ def test_render_waits_for_every_sentence_and_keeps_dead_ones_in_english(redis_se
     doc = parse_text(TEXT, "txt", options, Path("a.txt"))
     assert rendered.text == doc.render(["你好。", "你好吗？", "你好。", "Fine."])
     assert rendered.dead == (letter,)
+
+
+def test_render_uses_the_segments_of_submit_time(redis_server, monkeypatch):
+    store = store_job(redis_server, "First one. Second one.\n")
+    store.record("j", 0, "First one.", "一。", fingerprint="f", hit=False)
+    store.record("j", 1, "Second one.", "二。", fingerprint="f", hit=False)
+    monkeypatch.setattr(layout, "split_sentences", lambda text: [(0, len(text))])
+    assert render_document(store, "j", 0).text == "一。二。\n"
+
+
+def test_stored_segments_that_do_not_match_the_slots_name_the_document(redis_server):
+    store = store_job(redis_server, "First one. Second one.\n")
+    for slot, text in enumerate(("一。", "二。")):
+        store.record("j", slot, "x", text, fingerprint="f", hit=False)
+    store.client.hset(JobKeys("j").docs, "0", DocumentRecord("a.txt", "txt", (0,)).to_json())
+    with pytest.raises(DocumentError, match="a.txt: 2 stored segments but 1 slots"):
+        render_document(store, "j", 0)

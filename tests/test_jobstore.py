@@ -37,7 +37,7 @@ def store(redis_server):
 
 def make_job(store: JobStore, job_id: str = "job1", total: int = 3) -> str:
     doc = DocumentRecord("a.txt", "txt", tuple(range(total)))
-    store.create(NewJob(job_id=job_id, documents=[doc], sources=["source text"], total=total,
+    store.create(NewJob(job_id=job_id, documents=[doc], layouts=["stored layout"], total=total,
                         chunks=1, out="/out", origin="files"))
     return job_id
 
@@ -60,9 +60,9 @@ def test_create_stores_the_job_with_ttls(store):
     info = store.info("job1")
     assert (info.state, info.total, info.documents, info.segments, info.out) == (
         QUEUED, 3, 1, 3, "/out")
-    record, source = store.document("job1", 0)
-    assert record.slots == (0, 1, 2) and source == "source text"
-    for key in (JobKeys("job1").meta, JobKeys("job1").docs, JobKeys("job1").sources):
+    record, layout = store.document("job1", 0)
+    assert record.slots == (0, 1, 2) and layout == "stored layout"
+    for key in (JobKeys("job1").meta, JobKeys("job1").docs, JobKeys("job1").layouts):
         assert 0 < store.client.ttl(key) <= 500
     assert store.job_ids() == ["job1"]
 

@@ -17,7 +17,7 @@ def test_job_metrics_and_queue_length(redis_server):
     settings = Settings(redis_url=redis_server.url, queue="metrics-test")
     store = JobStore.from_settings(settings)
     store.create(NewJob(job_id="j1", documents=[DocumentRecord("a.txt", "txt", (0, 1, 2, 3))],
-                        sources=["x"], total=4, chunks=1, out="", origin="files"))
+                        layouts=["x"], total=4, chunks=1, out="", origin="files"))
     store.record("j1", 0, "a", "A", fingerprint="f", hit=False)
     store.record("j1", 1, "b", "B", fingerprint="f", hit=True)
     with app.connection_for_write(settings.redis_url) as connection:

@@ -121,7 +121,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             continue
         try:
             source = file_source(task, outbox, data)
-            parsed.append((source, parse_source(source, options).segments))
+            parsed.append((source, parse_source(source, options)))
         except DocumentError as exc:
             invalid[name] = str(exc)
             store.client.hset(_key(entry.name, "seen"), name, digest)

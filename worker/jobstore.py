@@ -1,10 +1,10 @@
 """The Redis job store shared by producers and workers: key layout, job records, results.
 
-A job holds documents (their source text and, per segment, a *slot*: the index of the
-job's distinct sentence it uses). Workers write one result per slot with `JobStore.record`,
-a Lua script that stores the text only if the slot has neither a result nor a dead letter,
-counts it, and finalizes the job exactly once when the last slot is written. A redelivered
-chunk or a retried write therefore never counts twice.
+A job holds documents (their stored layout, see `producer.stored_layout`, and, per
+segment, a *slot*: the index of the job's distinct sentence it uses). Workers write one
+result per slot with `JobStore.record`, a Lua script that stores the text only if the slot
+has neither a result nor a dead letter, counts it, and finalizes the job exactly once when
+the last slot is written. A redelivered chunk or a retried write therefore never counts twice.
 """
 
 from __future__ import annotations
@@ -147,9 +147,9 @@ class JobKeys:
         return self._sub("docs")
 
     @property
-    def sources(self) -> str:
-        """Hash: document number -> the document's source text."""
-        return self._sub("sources")
+    def layouts(self) -> str:
+        """Hash: document number -> the document's segments and layout, as submitted."""
+        return self._sub("layouts")
 
     @property
     def results(self) -> str:
@@ -173,7 +173,7 @@ class JobKeys:
 
     def all(self) -> tuple[str, ...]:
         """Every key of the job."""
-        return (self.meta, self.docs, self.sources, self.results, self.dead,
+        return (self.meta, self.docs, self.layouts, self.results, self.dead,
                 self.deliveries, self.errors)
 
 
@@ -184,8 +184,8 @@ ORPHANS_KEY = f"{defaults.KEY_PREFIX}:orphans"
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """One document of a job: how to parse its stored source, which slots it uses, and
-    where its translation goes (relative to the job's output directory)."""
+    """One document of a job: its name and format, how it was read, which slots its
+    segments use, and where its translation goes (relative to the job's output directory)."""
 
     name: str
     fmt: str
@@ -298,7 +298,7 @@ class NewJob:
 
     job_id: str
     documents: Sequence[DocumentRecord]
-    sources: Sequence[str]
+    layouts: Sequence[str]
     total: int
     chunks: int
     out: str
@@ -344,9 +344,9 @@ class JobStore:
             "origin": job.origin, **job.extra,
         }
         pipe = self.client.pipeline(transaction=True)
-        for n, (doc, source) in enumerate(zip(job.documents, job.sources, strict=True)):
+        for n, (doc, layout) in enumerate(zip(job.documents, job.layouts, strict=True)):
             pipe.hset(keys.docs, str(n), doc.to_json())
-            pipe.hset(keys.sources, str(n), source)
+            pipe.hset(keys.layouts, str(n), layout)
         pipe.hset(keys.meta, mapping=meta)
         for key in keys.all():
             pipe.expire(key, self.settings.result_ttl)
@@ -439,12 +439,12 @@ class JobStore:
         return [job_id for job_id, ok in zip(ids, alive, strict=True) if ok]
 
     def document(self, job_id: str, n: int) -> tuple[DocumentRecord, str]:
-        """Document `n` of a job and its source text."""
+        """Document `n` of a job and its stored layout."""
         keys = JobKeys(job_id)
-        doc, source = self.client.hget(keys.docs, str(n)), self.client.hget(keys.sources, str(n))
-        if doc is None or source is None:
+        doc, layout = self.client.hget(keys.docs, str(n)), self.client.hget(keys.layouts, str(n))
+        if doc is None or layout is None:
             raise KeyError(f"job {job_id} has no document {n} (expired?)")
-        return DocumentRecord.from_json(doc), source
+        return DocumentRecord.from_json(doc), layout
 
     def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
         """For each slot: does it have a result or a dead letter already?"""

@@ -1,0 +1,83 @@
+"""A parsed document as JSON, so that a job renders it exactly as it was segmented at submit.
+
+Re-parsing a document at fetch time could segment it differently (pysbd timing out, a
+different pysbd), and the stored translations would then land in the wrong places. So a job
+stores each document's segments (spans and texts) and its layout (`producer.layout`), and
+renders from them without segmenting again. ``load_document(dump_document(doc), name)``
+renders byte for byte like ``doc``.
+
+Format: ``{"segments": [[start, end, text], ...], "parts": [part, ...]}`` where a part is
+passthrough text (a JSON string), ``{"slot": i}`` (plus ``"source"`` where the source text
+differs from the segment's text), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
+JSON string value (its decoded value is ``json.loads(raw)``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from producer.documents import Document, DocumentError
+from producer.layout import Encoded, Gap, Part, Segment, Slot
+
+
+def dump_document(document: Document) -> str:
+    """JSON of a document's segments and layout (see the module docstring)."""
+    segments = [[s.start, s.end, s.text] for s in document.segments]
+    return json.dumps({"segments": segments, "parts": _dump_parts(document.parts,
+                                                                  document.segments)},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment]) -> list[Any]:
+    out: list[Any] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, Slot):
+            same = part.source == segments[part.index].text
+            out.append({"slot": part.index} if same else
+                       {"slot": part.index, "source": part.source})
+        elif isinstance(part, Gap):
+            out.append({"gap": part.text})
+        else:
+            out.append({"raw": part.raw, "parts": _dump_parts(part.parts, segments)})
+    return out
+
+
+def load_document(text: str, name: str) -> Document:
+    """The Document that `dump_document` stored; DocumentError naming `name` when the stored
+    data is malformed or its slots do not line up with its segments one to one, in order."""
+    try:
+        data = json.loads(text)
+        segments = [Segment(i, str(t), int(s), int(e))
+                    for i, (s, e, t) in enumerate(data["segments"])]
+        slots: list[int] = []
+        parts = _load_parts(data["parts"], segments, slots)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise DocumentError(f"{name}: stored document is malformed ({exc!r})") from None
+    if slots != list(range(len(segments))):
+        raise DocumentError(f"{name}: stored layout does not line up with its "
+                            f"{len(segments)} segments (slots {slots[:20]})")
+    return Document(None, segments, parts)
+
+
+def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -> list[Part]:
+    parts: list[Part] = []
+    for item in raw:
+        if isinstance(item, str):
+            parts.append(item)
+        elif "slot" in item:
+            index = int(item["slot"])
+            slots.append(index)
+            parts.append(Slot(index, item.get("source", segments[index].text)))
+        elif "gap" in item:
+            parts.append(Gap(str(item["gap"])))
+        else:
+            value = json.loads(item["raw"])
+            if not isinstance(value, str):
+                raise ValueError(f"raw {item['raw'][:40]!r} is not a JSON string")
+            parts.append(Encoded(item["raw"], value,
+                                 tuple(_load_parts(item["parts"], segments, slots))))
+    return parts
