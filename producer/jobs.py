@@ -2,7 +2,7 @@
 
 A job stores each document as parsed at submit (its segments and layout, see
 `producer.stored_layout`) and, per segment, the *slot* of its sentence: equal sentences
-(after `worker.jobstore.normalize_sentence`) share one slot, so a sentence repeated within a
+(exactly equal, as `transqueue translate` groups them) share one slot, so a sentence repeated within a
 job is sent to the workers once. Slots travel to the workers in chunks of
 `Settings.chunk_size` (slot, sentence) pairs, never whole documents.
 
@@ -30,7 +30,7 @@ from producer.documents import (
 from producer.files import FileTask
 from producer.stored_layout import dump_document, load_document
 from worker.celery import TRANSLATE_TASK, app
-from worker.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob, normalize_sentence
+from worker.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob
 
 STDIN = "<stdin>"
 
@@ -105,11 +105,10 @@ def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) ->
     for source, document in parsed:
         slots = []
         for segment in document.segments:
-            key = normalize_sentence(segment.text)
-            if key not in slot_of:
-                slot_of[key] = len(sentences)
+            if segment.text not in slot_of:
+                slot_of[segment.text] = len(sentences)
                 sentences.append(segment.text)
-            slots.append(slot_of[key])
+            slots.append(slot_of[segment.text])
         documents.append(DocumentRecord(source.name, source.fmt, tuple(slots),
                                         options.fields, options.reflow, source.target))
         layouts.append(dump_document(document))

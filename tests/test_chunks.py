@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import pytest
@@ -112,3 +113,17 @@ def test_a_worker_with_another_model_does_not_mix_outputs(store):
     outcome = process_chunk(store, Upper(), "j", 0, items, deliveries=1, max_deliveries=3)
     assert outcome.dead == 1 and outcome.translated == 0
     assert "differs" in store.dead_letters("j")[0].reason
+
+
+def test_the_memory_keys_on_the_exact_sentence(store):
+    composed = "café."
+    decomposed = unicodedata.normalize("NFD", composed)
+    process_chunk(store, Upper(), "first", 0, make_job(store, [composed], "first"),
+                  deliveries=1, max_deliveries=3)
+    translator = Upper()
+    outcome = process_chunk(store, translator, "second", 0,
+                            make_job(store, [decomposed, composed], "second"),
+                            deliveries=1, max_deliveries=3)
+    # Like `transqueue translate`'s memory: another spelling is another sentence.
+    assert (outcome.translated, outcome.hits) == (1, 1)
+    assert translator.batches == [[decomposed]]

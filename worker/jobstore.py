@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -96,18 +95,14 @@ return 1
 """
 
 
-def normalize_sentence(text: str) -> str:
-    """The form of a sentence that the translation memory and in-job deduplication key on.
-
-    NFC only: it never changes what the model sees, because the tokenizer normalizes
-    (NFKC) before anything else, so equal keys always mean equal translations.
-    """
-    return unicodedata.normalize("NFC", text)
-
-
 def tm_key(sentence: str, fingerprint: str) -> str:
-    """Redis key of the translation memory entry of `sentence` under a model fingerprint."""
-    digest = hashlib.sha256(f"{fingerprint}\0{normalize_sentence(sentence)}".encode()).hexdigest()
+    """Redis key of the translation memory entry of `sentence` under a model fingerprint.
+
+    The sentence is hashed exactly as it is, like `transqueue translate` remembers it within
+    a run: two spellings that a tokenizer would normalize alike are still two entries, so a
+    memory hit never depends on the tokenizer and both paths produce the same output.
+    """
+    digest = hashlib.sha256(f"{fingerprint}\0{sentence}".encode()).hexdigest()
     return f"{defaults.KEY_PREFIX}:tm:{digest}"
 
 
