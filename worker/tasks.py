@@ -15,7 +15,7 @@ from worker.celery import DELIVER_TASK, TRANSLATE_TASK, app
 from worker.chunks import current_worker, process_chunk
 from worker.config import env_settings
 from worker.inbox import deliver_job, run_inbox
-from worker.jobstore import CANCELLED, DeadLetter
+from worker.jobstore import CANCELLED, DeadLetter, JobStore
 from worker.schedule import SCAN_TASK, InboxEntry
 
 
@@ -38,7 +38,9 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
 
     Whatever goes wrong outside the model (the job store unreachable past its retries, a
     bug) sends the chunk back to the queue; past the delivery cap its remaining sentences
-    are dead-lettered with the error instead, so no chunk loops forever.
+    are dead-lettered with the error instead, so no chunk loops forever. If even that
+    cannot be written (Redis went away), the chunk goes back to the queue as well: it is
+    never acknowledged with sentences unsettled.
     """
     settings = env_settings()
     store = runtime.job_store(settings)
@@ -57,18 +59,29 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
         outcome = process_chunk(store, runtime.load_translator(settings), job_id, chunk, pairs,
                                 deliveries, settings.max_deliveries)
     except Exception as exc:
-        if not isinstance(exc, redis.RedisError):  # a bug: show it in `transqueue status`
-            store.add_error(job_id, {"at": time.time(), "chunk": chunk, "deliveries": deliveries,
-                                     "error": repr(exc), "worker": current_worker()})
-        if deliveries < settings.max_deliveries:
-            raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
-        for slot, text in pairs:
-            store.dead_letter(job_id, DeadLetter(slot=slot, text=text, reason=repr(exc),
-                                                 chunk=chunk, deliveries=deliveries,
-                                                 at=time.time()))
+        try:
+            _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, deliveries,
+                            exc)
+        except redis.RedisError as lost:
+            raise Reject(f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
+                         f"could not be recorded ({lost!r})", requeue=True) from lost
         return
     if outcome.finalized and info.extra.get("inbox"):
         app.send_task(DELIVER_TASK, args=[job_id])
+
+
+def _settle_failure(store: JobStore, max_deliveries: int, job_id: str, chunk: int,
+                    pairs: list[tuple[int, str]], deliveries: int, exc: Exception) -> None:
+    """Record a chunk's failure: requeue it (Reject) below the cap, else dead-letter it."""
+    if not isinstance(exc, redis.RedisError):  # a bug: show it in `transqueue status`
+        store.add_error(job_id, {"at": time.time(), "chunk": chunk, "deliveries": deliveries,
+                                 "error": repr(exc), "worker": current_worker()})
+    if deliveries < max_deliveries:
+        raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
+    for slot, text in pairs:
+        store.dead_letter(job_id, DeadLetter(slot=slot, text=text, reason=repr(exc),
+                                             chunk=chunk, deliveries=deliveries,
+                                             at=time.time()))
 
 
 @app.task(name=DELIVER_TASK)

@@ -1,0 +1,51 @@
+"""worker.tasks.translate_chunk: a chunk is never acknowledged with its sentences unsettled."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from celery.exceptions import Reject
+from distributed_support import RedisServer
+
+from worker import tasks
+from worker.config import Settings
+from worker.jobstore import DocumentRecord, JobStore, NewJob
+
+pytest_plugins = ["distributed_support"]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A redis-server of this test alone: the test kills it."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("a bug"), redis.ConnectionError("gone")])
+def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeypatch, failure):
+    """The chunk fails at its last allowed delivery; recording that (an error entry, dead
+    letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
+    settings = Settings(redis_url=server.url, max_deliveries=1)
+    store = JobStore.from_settings(settings)
+    store.create(NewJob(job_id="j", documents=[DocumentRecord("a.txt", "txt", (0, 1))],
+                        layouts=["x"], total=2, chunks=1, out="", origin="files"))
+
+    def fail(*_args: object) -> None:
+        server.kill()
+        raise failure
+
+    monkeypatch.setattr(tasks, "env_settings", lambda: settings)
+    monkeypatch.setattr(tasks.runtime, "job_store", JobStore.from_settings)
+    monkeypatch.setattr(tasks.runtime, "load_translator", lambda _settings: None)
+    monkeypatch.setattr(tasks, "process_chunk", fail)
+    with pytest.raises(Reject) as rejected:
+        tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    assert rejected.value.requeue
+    assert "could not be recorded" in str(rejected.value.reason)
+
+    server.start()  # the AOF brings the job back: nothing was settled, nothing is lost
+    info = store.info("j")
+    assert (info.done, info.dead, info.finished) == (0, 0, False)
+    assert store.dead_letters("j") == {}
