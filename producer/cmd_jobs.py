@@ -16,6 +16,7 @@ from producer.jobs import (
     file_sources,
     iter_documents,
     parse_source,
+    refuse_overwriting_inputs,
     stdin_sources,
     submit,
 )
@@ -152,6 +153,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     document still being translated is skipped (fetch again, or use --follow). A stdin
     job's records go to stdout in input order, up to the first unfinished one. Sentences
     in dead letters stay in the source language; they are listed and the exit status is 1.
+    Nothing is written if any target is one of the job's inputs.
     """
     store = cli_store()
     info = _info(store, job_id)
@@ -159,6 +161,8 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     out_dir = out or Path(info.out)
     written, dead = 0, []
     try:
+        if not stream:
+            refuse_overwriting_inputs(store.documents(job_id), out_dir)
         for rendered in iter_documents(store, job_id, follow=follow,
                                        poll_interval=store.settings.poll_interval):
             if rendered.text is None:

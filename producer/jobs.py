@@ -14,6 +14,7 @@ job's dead letters, in which case the source sentence stays in its place.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -39,7 +40,7 @@ STDIN = "<stdin>"
 class Source:
     """A document to submit: its name, format and text.
 
-    ``name`` is the input path, or ``<stdin>`` for a unit of stdin (whose first line is
+    ``name`` is the input's absolute path, or ``<stdin>`` for a unit of stdin (whose first line is
     ``first_line``); ``target`` is where its translation goes, relative to the job's
     output directory (empty for stdin).
     """
@@ -52,15 +53,16 @@ class Source:
 
 
 def file_source(task: FileTask, out: Path, data: bytes) -> Source:
-    """The Source of a file task's bytes (UTF-8, line endings kept), its target relative to
-    `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
+    """The Source of a file task's bytes (UTF-8, line endings kept), named by its absolute
+    path (fetch refuses to overwrite it, from whichever directory it runs), its target
+    relative to `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
     fmt = format_of(task.source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise DocumentError(f"{task.source}:{line}: not valid UTF-8 ({error.reason})") from None
-    return Source(str(task.source), fmt, text, str(task.target.relative_to(out)))
+    return Source(os.path.abspath(task.source), fmt, text, str(task.target.relative_to(out)))
 
 
 def file_sources(tasks: Iterable[FileTask], out: Path) -> list[Source]:
@@ -143,6 +145,18 @@ class Rendered:
     target: str
     text: str | None
     dead: tuple[DeadLetter, ...] = ()
+
+
+def refuse_overwriting_inputs(records: Iterable[DocumentRecord], out: Path) -> None:
+    """DocumentError if a translation written under `out` would replace one of the inputs
+    of the job (say `fetch --out` names the input directory: targets mirror input names)."""
+    records = list(records)
+    inputs = {Path(r.name).resolve(): r.name for r in records if r.name != STDIN}
+    for record in records:
+        target = (out / record.target).resolve()
+        if target in inputs:
+            raise DocumentError(f"{out / record.target}: refusing to overwrite input "
+                                f"{inputs[target]} with the translation of {record.name}")
 
 
 class JobGone(RuntimeError):

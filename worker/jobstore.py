@@ -441,6 +441,11 @@ class JobStore:
             raise KeyError(f"job {job_id} has no document {n} (expired?)")
         return DocumentRecord.from_json(doc), layout
 
+    def documents(self, job_id: str) -> list[DocumentRecord]:
+        """Every document record of a job, in input order."""
+        raw = self.client.hgetall(JobKeys(job_id).docs)
+        return [DocumentRecord.from_json(raw[n]) for n in sorted(raw, key=int)]
+
     def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
         """For each slot: does it have a result or a dead letter already?"""
         return [state is not None for state in self.slot_states(job_id, slots)]
