@@ -9,7 +9,7 @@ import pytest
 
 from worker.chunks import process_chunk
 from worker.config import Settings
-from worker.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobStore, NewJob
+from worker.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 
 pytest_plugins = ["distributed_support"]
 
@@ -127,3 +127,12 @@ def test_the_memory_keys_on_the_exact_sentence(store):
     # Like `transqueue translate`'s memory: another spelling is another sentence.
     assert (outcome.translated, outcome.hits) == (1, 1)
     assert translator.batches == [[decomposed]]
+
+
+def test_a_chunk_of_an_expired_job_settles_nothing_and_recreates_nothing(store):
+    items = make_job(store, ["a."])
+    store.client.delete(JobKeys("j").meta)
+    translator = Upper()
+    outcome = process_chunk(store, translator, "j", 0, items, deliveries=1, max_deliveries=3)
+    assert (outcome.translated, outcome.dead, outcome.finalized) == (0, 0, False)
+    assert translator.batches == [] and store.info("j") is None

@@ -197,3 +197,17 @@ def test_expired_jobs_leave_the_index(store):
     make_job(store, "b")
     store.client.delete(JobKeys("a").meta)
     assert store.job_ids() == ["b"]
+
+
+def test_a_missing_job_is_never_recreated_and_delivery_counts_expire(store):
+    assert store.count_delivery("gone", 0) == 0
+    assert store.claim_fingerprint("gone", FP) is None
+    assert not store.client.exists(*JobKeys("gone").all())
+    assert store.info("gone") is None
+    make_job(store)
+    assert store.count_delivery("job1", 0) == 1
+    assert 0 < store.client.ttl(JobKeys("job1").deliveries) <= 500
+    store.client.delete(JobKeys("job1").meta)  # the job expires while a chunk is running
+    assert store.count_delivery("job1", 0) == 0
+    assert store.claim_fingerprint("job1", FP) is None
+    assert store.info("job1") is None

@@ -87,6 +87,8 @@ def process_chunk(store: JobStore, translator: TranslatorLike, job_id: str, chun
     fingerprint = translator.fingerprint
     writer = _Writer(store, job_id, chunk, deliveries, fingerprint)
     job_fingerprint = store.claim_fingerprint(job_id, fingerprint)
+    if job_fingerprint is None:  # the job expired meanwhile: there is nothing to settle
+        return writer.outcome()
     if job_fingerprint != fingerprint:
         for item in items:
             writer.dead_letter(item, f"this worker's model ({fingerprint[:12]}) differs from "

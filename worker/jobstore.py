@@ -84,6 +84,23 @@ return finalize(KEYS[1], ARGV[1])
 """
 
 
+# KEYS: job, deliveries. ARGV: chunk, ttl. Counts a delivery of a chunk of an existing job
+# (0 if the job is gone: nothing is created), the counter expiring with the job.
+_COUNT_DELIVERY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return n
+"""
+
+# KEYS: job. ARGV: fingerprint. The job's fingerprint, set first if unset; nil (and nothing
+# created) if the job is gone, so an expired job is never re-created as a hash without state.
+_CLAIM_FINGERPRINT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSETNX', KEYS[1], 'fingerprint', ARGV[1])
+return redis.call('HGET', KEYS[1], 'fingerprint')
+"""
+
 # KEYS: job. ARGV: now. Cancels an unfinished job. Cancelling and finalizing both claim
 # 'finished_at' with HSETNX, so exactly one of them wins: a job that has just finished is
 # never turned into a cancelled one, nor a cancelled one finalized.
@@ -320,6 +337,8 @@ class JobStore:
         self._dead = client.register_script(_DEAD)
         self._try_finalize = client.register_script(_TRY_FINALIZE)
         self._cancel = client.register_script(_CANCEL)
+        self._count_delivery = client.register_script(_COUNT_DELIVERY)
+        self._claim_fingerprint = client.register_script(_CLAIM_FINGERPRINT)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, patient: bool = False) -> JobStore:
@@ -362,14 +381,16 @@ class JobStore:
     # -- worker side --------------------------------------------------------------------------
 
     def count_delivery(self, job_id: str, chunk: int) -> int:
-        """Count one more delivery of a chunk; returns the count including this one."""
-        return int(self.client.hincrby(JobKeys(job_id).deliveries, str(chunk), 1))
+        """Count one more delivery of a chunk; returns the count including this one, or 0
+        when the job no longer exists (then nothing is stored)."""
+        keys = JobKeys(job_id)
+        return int(self._count_delivery(keys=[keys.meta, keys.deliveries],
+                                        args=[chunk, self.settings.result_ttl]))
 
-    def claim_fingerprint(self, job_id: str, fingerprint: str) -> str:
-        """Set the job's model fingerprint if unset; return the job's fingerprint."""
-        key = JobKeys(job_id).meta
-        self.client.hsetnx(key, "fingerprint", fingerprint)
-        return self.client.hget(key, "fingerprint") or fingerprint
+    def claim_fingerprint(self, job_id: str, fingerprint: str) -> str | None:
+        """Set the job's model fingerprint if unset; return the job's fingerprint, or None
+        when the job no longer exists (then nothing is stored)."""
+        return self._claim_fingerprint(keys=[JobKeys(job_id).meta], args=[fingerprint])
 
     def memory(self, sentences: Sequence[str], fingerprint: str) -> list[str | None]:
         """Translation-memory lookups, one per sentence (None on a miss)."""

@@ -48,14 +48,14 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
     deliveries = 0
     try:
         info = store.info(job_id)
-        if info is None:
+        if info is not None and info.state == CANCELLED:
+            return
+        deliveries = store.count_delivery(job_id, chunk) if info else 0
+        if not info or deliveries == 0:  # the job is gone (or expired just now)
             store.add_orphan({"job": job_id, "chunk": chunk, "sentences": len(pairs),
                               "reason": "no such job (expired, or never created)",
                               "at": time.time()})
             return
-        if info.state == CANCELLED:
-            return
-        deliveries = store.count_delivery(job_id, chunk)
         outcome = process_chunk(store, runtime.load_translator(settings), job_id, chunk, pairs,
                                 deliveries, settings.max_deliveries)
     except Exception as exc:
