@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+from celery import Celery
 from celery.app.utils import find_app
 
-from worker.celery import app, celery_config
+from worker.celery import DELIVER_TASK, TRANSLATE_TASK, app, celery_config
 from worker.config import Settings
+from worker.schedule import SCAN_TASK
 
 
 def test_json_only_late_acks_prefetch_one():
@@ -32,3 +34,12 @@ def test_beat_schedule_comes_from_the_schedule_file(tmp_path):
 
 def test_celery_dash_a_worker_finds_the_app():
     assert find_app("worker") is app
+
+
+def test_inbox_tasks_have_their_own_queue_and_workers_consume_both():
+    configured = Celery("routes")
+    configured.conf.update(celery_config(Settings(queue="chunks", inbox_queue="inbox")))
+    assert set(configured.amqp.queues) == {"chunks", "inbox"}  # a worker without -Q: both
+    router = configured.amqp.router
+    for task, queue in ((SCAN_TASK, "inbox"), (DELIVER_TASK, "inbox"), (TRANSLATE_TASK, "chunks")):
+        assert router.route({}, task)["queue"].name == queue

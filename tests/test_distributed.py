@@ -326,10 +326,9 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     beat = celery_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
     store = cluster.store()
 
-    def beat_tick() -> None:  # what celery beat sends at each tick of the entry
+    def beat_tick() -> None:  # what celery beat sends at each tick (routed to the inbox queue)
         with app.connection_for_write(cluster.redis.url) as connection:
-            app.send_task(beat["task"], args=beat["args"], connection=connection,
-                          queue=cluster.settings().queue)
+            app.send_task(beat["task"], args=beat["args"], connection=connection)
 
     def runs_settle(count: int) -> list:
         def settled() -> bool:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from kombu import Queue
 
 from worker.config import Settings, env_settings
-from worker.schedule import beat_schedule, load_schedule
+from worker.schedule import SCAN_TASK, beat_schedule, load_schedule
 
 TRANSLATE_TASK = "transqueue.translate_chunk"
 DELIVER_TASK = "transqueue.deliver_inbox_job"
@@ -37,6 +38,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_default_queue": settings.queue,
+        # Inbox tasks have a queue of their own, so that a delivery (or a scan) does not wait
+        # behind every queued chunk; a worker consumes every queue declared here by default.
+        "task_queues": (Queue(settings.queue), Queue(settings.inbox_queue)),
+        "task_routes": {task: {"queue": settings.inbox_queue}
+                        for task in (SCAN_TASK, DELIVER_TASK)},
         "worker_pool": settings.pool,
         "worker_concurrency": settings.concurrency,
         "worker_max_memory_per_child": settings.max_memory_per_child,

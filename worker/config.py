@@ -30,6 +30,7 @@ class Settings:
     pool: str = defaults.POOL
     concurrency: int = defaults.CONCURRENCY
     queue: str = defaults.QUEUE
+    inbox_queue: str = defaults.INBOX_QUEUE
     chunk_size: int = defaults.CHUNK_SIZE
     max_deliveries: int = defaults.MAX_DELIVERIES
     visibility_timeout: int = defaults.VISIBILITY_TIMEOUT

@@ -34,6 +34,11 @@ CONCURRENCY = 2
 #: TRANSQUEUE_QUEUE: the Celery queue the translation chunks travel on.
 QUEUE = "transqueue"
 
+#: TRANSQUEUE_INBOX_QUEUE: the Celery queue of the scheduled inbox tasks (scan, deliver). Apart
+#: from the chunks, so that a delivery never waits behind every queued chunk. A worker consumes
+#: both queues unless told otherwise (`celery worker -Q`).
+INBOX_QUEUE = "transqueue.inbox"
+
 #: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. 16 sentences take a few seconds on one
 #: thread with an opus-mt-sized int8 model, even at the decoding length cap, which keeps every
 #: chunk far below the visibility timeout while a crash only repeats a few seconds of work.

@@ -64,7 +64,8 @@ class JobMetrics(Collector):
         settings = self.store.settings
         queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker",
                                    labels=["queue"])
-        queued.add_metric([settings.queue], queue_length(settings.redis_url, settings.queue))
+        for queue in (settings.queue, settings.inbox_queue):
+            queued.add_metric([queue], queue_length(settings.redis_url, queue))
         yield queued
 
         stats = self.store.stats()
