@@ -68,6 +68,8 @@ def runs_command(inbox: str) -> None:
         click.echo(line + (f"  {run.message}" if run.message else ""))
         for name, error in sorted(run.invalid.items()):
             click.echo(f"    invalid {name}: {error}")
+        for name, why in sorted(run.skipped.items()):
+            click.echo(f"    skipped {name}: {why} (tried again next run)")
 
 
 COMMANDS = (worker_command, metrics_command, runs_command)

@@ -12,16 +12,27 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
 once it failed to parse (the run says why; it is tried again when its content changes).
+A file that vanishes or cannot be read during the scan is recorded as skipped and tried
+again at the next run.
+
+The lock expires after TRANSQUEUE_INBOX_LOCK_TIMEOUT seconds (so a crashed run does not
+block the entry for long); a thread extends it every third of that while the run goes on.
+A lock lost anyway is noted in the run's message, never raised.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+import redis
+from redis.exceptions import LockError
 
 from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files, write_atomic
@@ -48,6 +59,7 @@ class InboxRun:
     state: str
     files: dict[str, str] = field(default_factory=dict)     # file name -> sha256 submitted
     invalid: dict[str, str] = field(default_factory=dict)   # file name -> parse error
+    skipped: dict[str, str] = field(default_factory=dict)   # file name -> why it was unread
     job: str = ""
     dead: int = 0
     finished: float | None = None
@@ -63,6 +75,9 @@ class InboxRun:
         return cls(**json.loads(text))
 
 
+logger = logging.getLogger(__name__)
+
+
 def _key(name: str, what: str) -> str:
     return f"{defaults.KEY_PREFIX}:inbox:{name}:{what}"
 
@@ -74,19 +89,72 @@ def list_runs(store: JobStore, name: str) -> list[InboxRun]:
 
 
 def _save(store: JobStore, run: InboxRun) -> None:
+    """Store a run; past RUNS_KEPT, drop the oldest runs that are no longer in flight."""
     key = _key(run.inbox, "runs")
     store.client.hset(key, run.run_id, run.to_json())
     extra = store.client.hlen(key) - RUNS_KEPT
     if extra > 0:
-        store.client.hdel(key, *sorted(store.client.hkeys(key))[:extra])
+        finished = [r.run_id for r in list_runs(store, run.inbox) if r.state != SUBMITTED]
+        if finished[:extra]:
+            store.client.hdel(key, *finished[:extra])
+
+
+class _EntryLock:
+    """The lock of an inbox entry, extended by a thread while held (see the module
+    docstring). `problems` collects what went wrong with it instead of raising."""
+
+    def __init__(self, store: JobStore, name: str) -> None:
+        self.timeout = store.settings.inbox_lock_timeout
+        # Not thread-local: the keeper thread extends the lock with the owner's token.
+        self.lock = store.client.lock(_key(name, "lock"), timeout=self.timeout,
+                                      thread_local=False)
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._keeper = threading.Thread(target=self._keep, daemon=True,
+                                        name=f"inbox-lock-{name}")
+
+    def acquire(self, wait: float | None = None) -> bool:
+        """Take the lock (waiting up to `wait` seconds, or not at all) and keep it alive."""
+        taken = (self.lock.acquire(blocking=False) if wait is None else
+                 self.lock.acquire(blocking=True, blocking_timeout=wait))
+        if taken:
+            self._keeper.start()
+        return bool(taken)
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self.timeout / 3):
+            try:
+                self.lock.reacquire()
+            except (LockError, redis.RedisError) as exc:
+                self.problems.append(f"the lock could not be extended ({exc})")
+                return
+
+    def note(self, run: InboxRun) -> InboxRun:
+        """`run` with the lock's problems so far (or its loss) added to its message."""
+        if not self.lock.owned() and not self.problems:
+            self.problems.append("the lock expired during the run")
+        if not self.problems:
+            return run
+        return replace(run, message="; ".join([*filter(None, [run.message]), *self.problems]))
+
+    def release(self) -> None:
+        """Stop extending and release; a lock that is no longer ours is logged, not raised."""
+        self._stop.set()
+        if self._keeper.is_alive():
+            self._keeper.join()
+        try:
+            self.lock.release()
+        except LockError as exc:
+            logger.warning("inbox lock %s: %s (%s)", self.lock.name, exc,
+                           "; ".join(self.problems) or "it expired")
 
 
 def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     """One run of an inbox entry (see the module docstring); returns its record."""
     run = InboxRun(run_id=f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:4]}",
                    inbox=entry.name, started=time.time(), state=NOTHING_NEW)
-    lock = store.client.lock(_key(entry.name, "lock"), timeout=store.settings.inbox_lock_timeout)
-    if not lock.acquire(blocking=False):
+    lock = _EntryLock(store, entry.name)
+    if not lock.acquire():
         run = replace(run, state=SKIPPED, finished=time.time(),
                       message="the previous run still holds the lock")
         _save(store, run)
@@ -95,7 +163,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
         for earlier in list_runs(store, entry.name):
             if earlier.state == SUBMITTED:
                 _deliver(store, earlier)
-        run = _submit_new(store, entry, run)
+        run = lock.note(_submit_new(store, entry, run))
         _save(store, run)
         return run
     finally:
@@ -112,10 +180,14 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         tasks = plan_files([inbox], outbox)
     except (DocumentError, OSError) as exc:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
-    parsed, files, invalid = [], {}, {}
+    parsed, files, invalid, skipped = [], {}, {}, {}
     for task in tasks:
         name = str(task.source.relative_to(inbox))
-        data = task.source.read_bytes()
+        try:
+            data = task.source.read_bytes()
+        except OSError as exc:  # it vanished (or is unreadable) since the listing
+            skipped[name] = exc.strerror or str(exc)
+            continue
         digest = hashlib.sha256(data).hexdigest()
         if seen.get(name) == digest or (name, digest) in pending:
             continue
@@ -127,7 +199,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             store.client.hset(_key(entry.name, "seen"), name, digest)
             continue
         files[name] = digest
-    run = replace(run, invalid=invalid, finished=time.time())
+    run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
     if not parsed:
         return run
     job_id = submit(store, parsed, options, out=entry.outbox, origin=f"inbox {entry.name}",
@@ -141,8 +213,8 @@ def deliver_job(store: JobStore, job_id: str) -> None:
     if info is None or "inbox" not in info.extra:
         return
     name, run_id = info.extra["inbox"], info.extra["run"]
-    lock = store.client.lock(_key(name, "lock"), timeout=store.settings.inbox_lock_timeout)
-    if not lock.acquire(blocking=True, blocking_timeout=5):
+    lock = _EntryLock(store, name)
+    if not lock.acquire(wait=5):
         return  # a run of this inbox is going on; it delivers finished jobs itself
     try:
         raw = store.client.hget(_key(name, "runs"), run_id)
