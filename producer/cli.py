@@ -17,7 +17,7 @@ main.add_command(export_command)
 main.add_command(validate_command)
 
 
-from producer import cmd_jobs, cmd_service  # noqa: E402  (commands register on `main`)
+from producer import cmd_jobs, cmd_service  # noqa: E402
 
 for command in (*cmd_jobs.COMMANDS, *cmd_service.COMMANDS):
     main.add_command(command)

@@ -31,7 +31,7 @@ from producer.documents import (
 from producer.files import FileTask
 from producer.stored_layout import dump_document, load_document
 from worker.celery import TRANSLATE_TASK, app
-from worker.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob
+from worker.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
 
 STDIN = "<stdin>"
 
@@ -198,7 +198,7 @@ def iter_documents(store: JobStore, job_id: str, *, follow: bool,
         rendered = render_document(store, job_id, n)
         while follow and rendered.text is None:
             info = store.info(job_id)
-            if info is None or info.state == "cancelled":
+            if info is None or info.state == CANCELLED:
                 raise JobGone(f"job {job_id} was {'cancelled' if info else 'removed'}")
             time.sleep(poll_interval)
             rendered = render_document(store, job_id, n)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from producer.files import FileTask, plan_files
-from worker import inbox
+from worker import defaults, inbox
 from worker.config import Settings
 from worker.inbox import NOTHING_NEW, SUBMITTED, list_runs, run_inbox
 from worker.jobstore import JobStore
@@ -31,7 +31,7 @@ def entry(tmp_path) -> InboxEntry:
 
 
 def test_trimming_the_runs_keeps_those_in_flight(store, entry, monkeypatch):
-    monkeypatch.setattr(inbox, "RUNS_KEPT", 2)
+    monkeypatch.setattr(defaults, "RUNS_KEPT", 2)
     submitted = run_inbox(store, entry)
     assert submitted.state == SUBMITTED
     for _ in range(3):

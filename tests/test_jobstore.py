@@ -122,8 +122,8 @@ def test_dead_letter_and_result_exclude_each_other(store):
 
 def test_writes_for_a_missing_job_are_refused(store):
     written = store.record("nope", 0, "s", "t", fingerprint=FP, hit=False)
-    assert written.job_missing and not written.written
-    assert store.dead_letter("nope", letter(0)).job_missing
+    assert not written.written and not written.finalized
+    assert not store.dead_letter("nope", letter(0)).written
     assert not store.client.exists(JobKeys("nope").results)
 
 

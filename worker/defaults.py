@@ -83,6 +83,16 @@ METRICS_PORT = 9808
 #: Redis key prefix of everything transqueue stores (besides Celery's own queue keys).
 KEY_PREFIX = "tq"
 
+#: Runs kept per scheduled inbox entry: past this, the oldest finished runs are dropped (runs
+#: whose job is still being translated are always kept).
+RUNS_KEPT = 200
+
+#: States of an inbox run: its files were submitted as a job (in flight), delivered to the
+#: outbox, nothing new was found, it was skipped (the lock was held), its job was lost
+#: (expired or cancelled: the files are submitted again), or it failed (the message says why).
+SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
+    "submitted", "delivered", "nothing new", "skipped", "lost", "failed")
+
 #: Errors kept per job (the newest).
 ERRORS_KEPT = 100
 

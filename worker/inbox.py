@@ -38,15 +38,9 @@ from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files, write_atomic
 from producer.jobs import file_source, iter_documents, parse_source, submit
 from worker import defaults
+from worker.defaults import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED
 from worker.jobstore import CANCELLED, PARTIAL, JobStore
 from worker.schedule import InboxEntry
-
-#: Run states.
-SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
-    "submitted", "delivered", "nothing new", "skipped", "lost", "failed")
-
-#: Runs kept per inbox entry (the newest).
-RUNS_KEPT = 200
 
 
 @dataclass(frozen=True)
@@ -89,10 +83,10 @@ def list_runs(store: JobStore, name: str) -> list[InboxRun]:
 
 
 def _save(store: JobStore, run: InboxRun) -> None:
-    """Store a run; past RUNS_KEPT, drop the oldest runs that are no longer in flight."""
+    """Store a run; past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
     key = _key(run.inbox, "runs")
     store.client.hset(key, run.run_id, run.to_json())
-    extra = store.client.hlen(key) - RUNS_KEPT
+    extra = store.client.hlen(key) - defaults.RUNS_KEPT
     if extra > 0:
         finished = [r.run_id for r in list_runs(store, run.inbox) if r.state != SUBMITTED]
         if finished[:extra]:

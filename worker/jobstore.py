@@ -324,7 +324,6 @@ class Written:
 
     written: bool       # False: the slot was already settled (or the job is gone)
     finalized: bool     # True for exactly one write per job: the one that finished it
-    job_missing: bool = False
 
 
 class JobStore:
@@ -408,7 +407,7 @@ class JobStore:
             args=[slot, text, int(hit), repr(time.time()), self.settings.result_ttl,
                   self.settings.tm_ttl],
         )
-        return Written(written == 1, finalized == 1, job_missing=written == -1)
+        return Written(written == 1, finalized == 1)
 
     def dead_letter(self, job_id: str, letter: DeadLetter) -> Written:
         """Settle a slot as not translatable; counted once, like `record`."""
@@ -417,7 +416,7 @@ class JobStore:
             keys=[keys.meta, keys.results, keys.dead, STATS_KEY, *keys.all()],
             args=[letter.slot, letter.to_json(), repr(time.time()), self.settings.result_ttl],
         )
-        return Written(written == 1, finalized == 1, job_missing=written == -1)
+        return Written(written == 1, finalized == 1)
 
     def add_error(self, job_id: str, error: dict[str, object]) -> None:
         """Remember an error of a job (the newest `defaults.ERRORS_KEPT`)."""

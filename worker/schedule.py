@@ -4,8 +4,8 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 
     [[inbox]]
     name = "support"                 # unique; names the run records and the lock
-    inbox = "/data/inbox/support"    # scanned for .txt, .md and .jsonl files (not recursive)
-    outbox = "/data/outbox/support"  # translations land here, named like `transqueue translate`
+    inbox = "/data/inbox/support"    # scanned recursively for .txt, .md and .jsonl files
+    outbox = "/data/outbox/support"  # translations land here, mirrored as `transqueue translate`
     schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
     fields = ["text"]                # optional: JSONL fields to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
