@@ -29,7 +29,9 @@ def worker_command(pool: str | None, concurrency: int | None, loglevel: str,
     """Start a Celery worker with transqueue's defaults (extra arguments go to Celery).
 
     The same as `celery -A worker worker`; configure it with TRANSQUEUE_* variables
-    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...).
+    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes both
+    the chunk queue (TRANSQUEUE_QUEUE) and the inbox queue (TRANSQUEUE_INBOX_QUEUE); pass
+    `-Q NAME` to consume only one.
     """
     settings = cli_settings()
     app.worker_main([
