@@ -33,13 +33,16 @@ OPUS_SHAPES = dict(
 )
 OPUS_VOCAB = 65001
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of this (torch-
+# holding) process would report the parent's peak.
 PROBE = """
-import json, resource, sys
+import json, re, sys
 from models.translator import Translator
 t = Translator(sys.argv[1], precision=sys.argv[2], threads=1)
 for r in t.translate(["Hello there, how are you?"] * 3):
     pass
-print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+status = open("/proc/self/status").read()
+print(json.dumps({"peak_rss_mb": int(re.search(r"VmHWM:\\s+(\\d+)", status)[1]) / 1024}))
 """
 
 
