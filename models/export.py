@@ -27,6 +27,8 @@ from models.validate import ValidateOptions, validate
 
 DEFAULT_TARGET_LANG_TOKEN = ">>cmn_Hans<<"
 ENCODER, DECODER, DECODER_INT8 = "encoder.onnx", "decoder.onnx", "decoder.int8.onnx"
+#: Licence and attribution files carried from the checkpoint into the bundle.
+CARRIED_FILES = ("ATTRIBUTION.md", "LICENSE", "README.md")
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         if duplicates:
             raise ExportError(f"{name}: duplicated weights inside one file: {duplicates}")
     tokenizer_files = convert(checkpoint.directory, staging)
+    for name in CARRIED_FILES:
+        if (checkpoint.directory / name).is_file():
+            shutil.copyfile(checkpoint.directory / name, staging / name)
     vocab = json.loads((staging / "vocab.json").read_text(encoding="utf-8"))
     manifest = {
         "format": FORMAT,

@@ -20,6 +20,8 @@ CHECKPOINT_PATTERNS = [
     "special_tokens_map.json",
     "*.safetensors",
     "pytorch_model.bin",
+    "README.md",
+    "LICENSE",
 ]
 REQUIRED = ("config.json", "source.spm", "target.spm", "vocab.json")
 
