@@ -34,8 +34,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from distributed_support import RedisServer, Worker, wait_for  # noqa: E402
 
-from producer.documents import ReadOptions, Segment  # noqa: E402
-from producer.jobs import Source, submit  # noqa: E402
+from producer.documents import ReadOptions  # noqa: E402
+from producer.jobs import Source, parse_source, submit  # noqa: E402
 from worker.config import Settings  # noqa: E402
 from worker.jobstore import JobStore  # noqa: E402
 
@@ -99,9 +99,9 @@ def rss_mb(pid: int) -> float:
 
 def run_job(store: JobStore, sentences: list[str]) -> float:
     """Submit `sentences` as one job and return the seconds until it is finished."""
-    segments = [Segment(i, s, 0, 0) for i, s in enumerate(sentences)]
+    source = Source("bench.txt", "txt", "\n".join(sentences))
     started = time.perf_counter()
-    job_id = submit(store, [(Source("bench.txt", "txt", "\n".join(sentences)), segments)],
+    job_id = submit(store, [(source, parse_source(source, ReadOptions()))],
                     ReadOptions(), out="", origin="bench")
     wait_for(lambda: store.info(job_id).finished, "the job", timeout=3600, interval=0.05)
     return time.perf_counter() - started
