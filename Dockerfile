@@ -19,8 +19,9 @@ RUN pip install ".[monitor]" \
  && python -c "import importlib.util as u, sys; heavy = [m for m in ('torch', 'transformers', 'sentencepiece') if u.find_spec(m)]; sys.exit(f'export-time packages in the image: {heavy}' if heavy else 0)"
 
 USER transqueue
-# One worker container owns 2 CPUs: two prefork processes with one ONNX Runtime thread each.
-ENV TRANSQUEUE_POOL=prefork \
-    TRANSQUEUE_CONCURRENCY=2 \
-    TRANSQUEUE_THREADS=1
+# One worker container owns 2 CPUs: one solo-pool process whose Translator decodes two
+# sentences side by side, one ONNX Runtime thread each (bench/pool_results.md).
+ENV TRANSQUEUE_POOL=solo \
+    TRANSQUEUE_CONCURRENCY=1 \
+    TRANSQUEUE_THREADS=2
 CMD ["transqueue", "worker"]

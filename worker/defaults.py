@@ -19,17 +19,20 @@ BUNDLE = ""
 #: TRANSQUEUE_PRECISION: which ONNX weights of the bundle the workers load ("int8" or "fp32").
 PRECISION = "int8"
 
-#: TRANSQUEUE_THREADS: ONNX Runtime intra-op threads per worker process. ORT does not see
-#: cgroup CPU limits, so this is always set explicitly. With the default pool (prefork,
-#: 2 processes) a worker that owns 2 cores runs one thread per process.
-THREADS = 1
+#: TRANSQUEUE_THREADS: cores each worker process's Translator uses, as sentences decoded side
+#: by side with one ONNX Runtime thread each. ORT does not see cgroup CPU limits, so this is
+#: always set explicitly: a worker owning 2 cores runs the solo pool with 2 threads.
+THREADS = 2
 
-#: TRANSQUEUE_POOL: the Celery pool `transqueue worker` starts ("prefork", "solo" or "threads").
-#: bench/bench_pool.py measures the three on one machine; see its docstring.
-POOL = "prefork"
+#: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
+#: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
+#: as the best candidate and holds one copy of the model (469 MB with an opus-mt-sized int8
+#: bundle), while prefork with 2 processes needs about 1 GB, over a 512 MB container limit.
+POOL = "solo"
 
-#: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker.
-CONCURRENCY = 2
+#: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker; the solo
+#: pool always runs one task at a time.
+CONCURRENCY = 1
 
 #: TRANSQUEUE_QUEUE: the Celery queue the translation chunks travel on.
 QUEUE = "transqueue"
