@@ -16,11 +16,12 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from report import publish  # noqa: E402
 
 OPUS_SHAPES = dict(
     d_model=512,
@@ -88,11 +89,7 @@ def main() -> None:
             check=True, capture_output=True, text=True, cwd=ROOT,
         ).stdout
         lines.append(f"| {precision} | {json.loads(out.splitlines()[-1])['peak_rss_mb']:.0f} |")
-    table = "\n".join(lines)
-    print(table)
-    if args.record:
-        with args.record.open("a", encoding="utf-8") as handle:
-            handle.write(f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{table}\n")
+    publish("\n".join(lines), args.record)
 
 
 if __name__ == "__main__":

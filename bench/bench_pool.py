@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from distributed_support import RedisServer, Worker, wait_for  # noqa: E402
+from report import publish  # noqa: E402
 
 from producer.documents import ReadOptions  # noqa: E402
 from producer.jobs import Source, parse_source, submit  # noqa: E402
@@ -163,13 +164,8 @@ def main() -> None:
                        for name in args.pools]
         finally:
             redis.kill()
-    table = report(results)
-    print(table)
-    if args.record:
-        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        with args.record.open("a", encoding="utf-8") as out:
-            out.write(f"\n## {stamp}: {len(sentences)} sentences, bundle "
-                      f"{args.bundle or 'demo'}\n\n{table}\n")
+    publish(report(results), args.record,
+            f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import itertools
 import time
 from pathlib import Path
 
+from report import publish
+
 from models.threads import cpu_budget
 from models.translator import SessionOptions, Translator
 from models.validate import regression_sentences
@@ -68,11 +70,7 @@ def main() -> None:
     for name, spent in seconds.items():
         rate = total / spent
         lines.append(f"| {name} | {rate:.1f} | {rate / base:.2f} |")
-    table = "\n".join(lines)
-    print(table)
-    if args.record:
-        with args.record.open("a", encoding="utf-8") as handle:
-            handle.write(f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{table}\n")
+    publish("\n".join(lines), args.record)
 
 
 if __name__ == "__main__":
