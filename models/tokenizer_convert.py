@@ -23,7 +23,7 @@ from sentencepiece import sentencepiece_model_pb2 as spm_model
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
-_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+_UNKNOWN, _CONTROL = 2, 3  # SentencePiece ModelProto.SentencePiece.Type values
 
 
 def _load_spm(path: Path) -> spm_model.ModelProto:
