@@ -4,6 +4,8 @@ Every value here can be overridden per Translator (`DecodeOptions`, `SessionOpti
 and, for workers, through the TRANSQUEUE_* environment variables in worker/defaults.py.
 """
 
+from pathlib import Path
+
 #: Decoder precision used when none is asked for. int8 is about twice as fast on CPU
 #: and its agreement with fp32 is reported in bundle.json by the export validation.
 PRECISION = "int8"
@@ -27,6 +29,10 @@ GRAPH_OPTIMIZATION = "all"
 #: per-step latency of the many small decoder runs but burns CPU that neighbouring
 #: worker processes could use; bench/bench_session.py measures both.
 ALLOW_SPINNING = False
+
+#: The Tatoeba en-zh corpus beside the checkout (CC BY 2.0 FR): the demo model's training
+#: data and the default tokenizer-parity corpus of the bundle validation.
+TATOEBA_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "en-zh" / "cmn_hans.txt"
 
 #: Sentence used to warm the sessions up before the first real request.
 WARMUP_SENTENCE = "Hello, world."

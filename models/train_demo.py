@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from models.defaults import TATOEBA_CORPUS
 from models.marian_dir import (
     PAD,
     SpmOptions,
@@ -36,7 +37,7 @@ from models.marian_dir import (
     write_tokenizer_files,
 )
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "en-zh" / "cmn_hans.txt"
+DEFAULT_CORPUS = TATOEBA_CORPUS
 DEFAULT_WORK = Path("build/train-demo")
 DEFAULT_OUT = Path(__file__).resolve().parent / "demo" / "checkpoint"
 TARGET_LANG_TOKEN = ">>cmn_Hans<<"

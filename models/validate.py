@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from models.defaults import TATOEBA_CORPUS
+
 REGRESSION_SET = Path(__file__).resolve().parent / "regression" / "sentences.txt"
-DEFAULT_PARITY_CORPUS = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "en-zh" / "cmn_hans.txt"
-)
+DEFAULT_PARITY_CORPUS = TATOEBA_CORPUS
 HARD_STRINGS = (
     "",
     " ",
