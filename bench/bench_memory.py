@@ -23,15 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from report import publish  # noqa: E402
 
-OPUS_SHAPES = dict(
-    d_model=512,
-    encoder_layers=6,
-    decoder_layers=6,
-    encoder_attention_heads=8,
-    decoder_attention_heads=8,
-    encoder_ffn_dim=2048,
-    decoder_ffn_dim=2048,
-)
+OPUS_SHAPES = dict(d_model=512, layers=6, heads=8, ffn_dim=2048)
 OPUS_VOCAB = 65001
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of this (torch-

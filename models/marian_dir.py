@@ -104,12 +104,14 @@ def write_tokenizer_files(
     (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
 
 
-def marian_config(vocab: dict[str, int], **sizes: int):
+def marian_config(
+    vocab: dict[str, int], *, d_model: int, layers: int, heads: int, ffn_dim: int, **extra
+):
     """Return a MarianConfig with the opus-mt-en-zh special-token conventions.
 
     pad is the last id and also the decoder start token, eos is 0, and the input/output
-    embeddings are tied. `sizes` sets d_model, layers,
-    heads and ffn dims.
+    embeddings are tied. Encoder and decoder get the same `layers`, `heads` and
+    `ffn_dim`, as in opus-mt; `extra` passes further MarianConfig fields (dropout).
     """
     from transformers import MarianConfig
 
@@ -127,7 +129,14 @@ def marian_config(vocab: dict[str, int], **sizes: int):
         share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
         static_position_embeddings=True,
-        **sizes,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim,
+        **extra,
     )
 
 

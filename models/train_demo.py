@@ -203,12 +203,9 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
     config = marian_config(
         vocab,
         d_model=options.d_model,
-        encoder_layers=options.layers,
-        decoder_layers=options.layers,
-        encoder_attention_heads=options.heads,
-        decoder_attention_heads=options.heads,
-        encoder_ffn_dim=options.ffn_dim,
-        decoder_ffn_dim=options.ffn_dim,
+        layers=options.layers,
+        heads=options.heads,
+        ffn_dim=options.ffn_dim,
         dropout=options.dropout,
     )
     model = MarianMTModel(config)

@@ -56,16 +56,7 @@ def build_tiny_marian(directory: Path, seed: int = 0) -> Path:
     )
     torch.manual_seed(seed)
     model = MarianMTModel(
-        marian_config(
-            vocab,
-            d_model=32,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-        )
+        marian_config(vocab, d_model=32, layers=2, heads=4, ffn_dim=64)
     ).eval()
     with torch.no_grad():
         # Peaked, non-zero bias; pad gets the highest so that an unmasked pad would win.
