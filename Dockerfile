@@ -1,4 +1,5 @@
-# The transqueue runtime image: Celery workers, beat, Flower, the metrics exporter and the CLI.
+# The transqueue runtime image: Celery workers, the scheduler, Flower, the metrics exporter and
+# the CLI.
 # The package is installed without its [export] extra, so the image holds no torch,
 # transformers or sentencepiece: models are exported elsewhere (`transqueue export`) and
 # mounted as a bundle directory (TRANSQUEUE_BUNDLE); without one, the bundled demo model runs.
@@ -12,7 +13,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --create-home --uid 1000 transqueue
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY cli cli
 COPY producer producer
+COPY store store
 COPY worker worker
 COPY models models
 RUN pip install ".[monitor]" \

@@ -45,7 +45,7 @@ def build_checkpoint(directory: Path) -> None:
     from conftest import build_tiny_marian
     from transformers import MarianMTModel
 
-    from models.marian_dir import PAD, marian_config, marian_generation_config
+    from models.builder.marian_dir import PAD, marian_config, marian_generation_config
 
     build_tiny_marian(directory)
     vocab = json.loads((directory / "vocab.json").read_text())
@@ -70,7 +70,7 @@ def main() -> None:
     if not (checkpoint / "model.safetensors").exists():
         build_checkpoint(checkpoint)
     if not (bundle / "bundle.json").exists():
-        from models.export import ExportOptions, export, size_report
+        from models.builder.export import ExportOptions, export, size_report
 
         manifest = export(str(checkpoint), bundle, ExportOptions(validate=False))
         print(size_report(bundle, manifest))

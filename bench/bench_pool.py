@@ -37,8 +37,8 @@ from report import publish  # noqa: E402
 
 from producer.documents import ReadOptions  # noqa: E402
 from producer.jobs import Source, parse_source, submit  # noqa: E402
-from worker.config import Settings  # noqa: E402
-from worker.jobstore import JobStore  # noqa: E402
+from store.config import Settings  # noqa: E402
+from store.jobstore import JobStore  # noqa: E402
 
 CANDIDATES = {
     "prefork-2x1": (("--pool=prefork", "--concurrency=2"), 1),

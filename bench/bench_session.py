@@ -18,9 +18,9 @@ from pathlib import Path
 
 from report import publish
 
+from models.builder.validate import regression_sentences
 from models.threads import cpu_budget
 from models.translator import SessionOptions, Translator
-from models.validate import regression_sentences
 
 VARIANTS = {
     "default: 2 sentences x 1 thread, int8, all, no spin": dict(

@@ -17,7 +17,6 @@ from typing import Any
 MANIFEST = "bundle.json"
 FORMAT = "transqueue-marian-onnx"
 FORMAT_VERSION = 1
-PRECISIONS = ("int8", "fp32")
 DEMO_BUNDLE = Path(__file__).resolve().parent / "demo" / "bundle"
 
 

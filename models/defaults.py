@@ -1,14 +1,15 @@
 """Defaults of the model runtime, each documented (rq style).
 
 Every value here can be overridden per Translator (`DecodeOptions`, `SessionOptions`)
-and, for workers, through the TRANSQUEUE_* environment variables in worker/defaults.py.
+and, for workers, through the TRANSQUEUE_* environment variables in store/defaults.py.
 """
-
-from pathlib import Path
 
 #: Decoder precision used when none is asked for. int8 is about twice as fast on CPU
 #: and its agreement with fp32 is reported in bundle.json by the export validation.
 PRECISION = "int8"
+
+#: The decoder precisions a bundle may ship and a Translator may load.
+PRECISIONS = ("int8", "fp32")
 
 #: Output length cap: at most `LENGTH_A * source_tokens + LENGTH_B` generated tokens
 #: (never more than the model's max positions). A sentence that reaches it is flagged
@@ -29,10 +30,6 @@ GRAPH_OPTIMIZATION = "all"
 #: per-step latency of the many small decoder runs but burns CPU that neighbouring
 #: worker processes could use; bench/bench_session.py measures both.
 ALLOW_SPINNING = False
-
-#: The Tatoeba en-zh corpus beside the checkout (CC BY 2.0 FR): the demo model's training
-#: data and the default tokenizer-parity corpus of the bundle validation.
-TATOEBA_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "en-zh" / "cmn_hans.txt"
 
 #: Sentence used to warm the sessions up before the first real request.
 WARMUP_SENTENCE = "Hello, world."

@@ -24,7 +24,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import defaults
-from models.bundle import PRECISIONS, BundleError, default_bundle_dir, read_manifest, verify_files
+from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
 
@@ -118,8 +118,8 @@ class Translator:
         to that many sentences decoded side by side on the shared sessions, each run
         with `session.intra_op_threads` ORT threads, which bench/ measured fastest.
         """
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if precision not in defaults.PRECISIONS:
+            raise ValueError(f"precision must be one of {defaults.PRECISIONS}, not {precision!r}")
         self.manifest = read_manifest(bundle_dir or default_bundle_dir())
         self.precision = precision
         self.decode_options = decode

@@ -30,8 +30,8 @@ from producer.documents import (
 )
 from producer.files import FileTask
 from producer.stored_layout import dump_document, load_document
-from worker.celery import TRANSLATE_TASK, app
-from worker.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
+from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
+from store.queues import send_chunks
 
 STDIN = "<stdin>"
 
@@ -128,10 +128,7 @@ def submit(store: JobStore, parsed: Iterable[tuple[Source, Document]],
     store.create(NewJob(job_id=job_id, documents=plan.documents, layouts=plan.layouts,
                         total=len(plan.sentences), chunks=len(chunks), out=out, origin=origin,
                         extra=extra or {}))
-    with app.connection_for_write(store.settings.redis_url) as connection:
-        for n, chunk in enumerate(chunks):
-            app.send_task(TRANSLATE_TASK, args=[job_id, n, chunk], connection=connection,
-                          queue=store.settings.queue)
+    send_chunks(store.settings, job_id, chunks)
     store.try_finalize(job_id)
     return job_id
 

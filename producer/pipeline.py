@@ -1,8 +1,8 @@
 """The in-process path: documents in, translated documents out, no Redis.
 
 ``translate_files`` reads every document first (so progress knows the total), translates
-each document's sentences with any object whose ``translate(sentences)`` yields results
-with a ``.text`` (``models.translator.Translator``), renders and writes it atomically.
+each document's sentences with a `models.protocol.SentenceTranslator` (in practice
+``models.translator.Translator``), renders and writes it atomically.
 ``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
 A sentence repeated anywhere in a run is translated once.
 """
@@ -13,19 +13,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
+from models.protocol import SentenceTranslator
 from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
 from producer.files import FileTask, write_atomic
 
 Progress = Callable[[int], None]
-
-
-class SentenceTranslator(Protocol):
-    """What the pipeline needs of a translator."""
-
-    def translate(self, sentences: Iterable[str]) -> Iterator[Any]:
-        """Results in order, each with ``.text`` (and optionally ``.hit_length_cap``)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +74,7 @@ class Translations:
         for text, result in zip(todo, self.translator.translate(todo), strict=True):
             self.memory[text] = result.text
             self.report.translated += 1
-            self.report.hit_length_cap += bool(getattr(result, "hit_length_cap", False))
+            self.report.hit_length_cap += result.hit_length_cap
             progress(counts[text])
         self.report.sentences += len(document.segments)
         return [self.memory[segment.text] for segment in document.segments]

@@ -28,7 +28,7 @@ def build_tiny_marian(directory: Path, seed: int = 0) -> Path:
     import torch
     from transformers import MarianMTModel
 
-    from models.marian_dir import (
+    from models.builder.marian_dir import (
         PAD,
         SpmOptions,
         build_shared_vocab,
@@ -69,9 +69,9 @@ def build_tiny_marian(directory: Path, seed: int = 0) -> Path:
 
 def export_tiny(checkpoint: Path, out: Path, **overrides) -> Path:
     """Export `checkpoint` to `out` with thresholds suited to a random-weight model."""
-    from models.export import ExportOptions, build_bundle
-    from models.hub import resolve
-    from models.validate import ValidateOptions
+    from models.builder.export import ExportOptions, build_bundle
+    from models.builder.hub import resolve
+    from models.builder.validate import ValidateOptions
 
     options = ExportOptions(
         validation=ValidateOptions(

@@ -1,6 +1,7 @@
-"""Real processes for the distributed tests: a redis-server and `celery -A worker worker`s.
+"""Real processes for the distributed tests: a redis-server, `celery -A worker worker`s and
+the scheduler.
 
-Both run in their own process group, so that a test can kill -9 a whole worker (parent
+All run in their own process group, so that a test can kill -9 a whole worker (parent
 and pool children), and the fixtures always kill what they started. Test modules load the
 fixtures with ``pytest_plugins = ["distributed_support"]``.
 """
@@ -92,7 +93,10 @@ class RedisServer:
 
 
 CELERY_WORKER = (sys.executable, "-m", "celery", "-A", "worker", "worker")
-TRANSQUEUE_WORKER = (sys.executable, "-c", "from producer.cli import main; main()", "worker")
+TRANSQUEUE_WORKER = (sys.executable, "-c", "from cli import main; main()", "worker")
+# The scheduler's beat stays off: the tests send its ticks themselves.
+TRANSQUEUE_SCHEDULER = (sys.executable, "-c", "from cli import main; main()", "scheduler",
+                        "--no-beat")
 
 
 class Worker:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from store.config import Settings
+from store.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 from worker.chunks import process_chunk
-from worker.config import Settings
-from worker.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 
 pytest_plugins = ["distributed_support"]
 

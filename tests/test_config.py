@@ -1,4 +1,4 @@
-"""worker.config: settings from TRANSQUEUE_* variables."""
+"""store.config: settings from TRANSQUEUE_* variables."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from worker import defaults
-from worker.config import ConfigError, Settings
+from store import defaults
+from store.config import ConfigError, Settings
 
 
 def test_defaults_come_from_worker_defaults():

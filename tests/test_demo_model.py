@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli import main
 from models.bundle import default_bundle_dir
 from models.translator import Translator
-from producer.cli import main
 
 EXPECTED = Path(__file__).resolve().parents[1] / "models" / "regression" / "demo_expected.tsv"
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -17,12 +17,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from conftest import tiny_pairs
-from distributed_support import CELERY_WORKER, TRANSQUEUE_WORKER, RedisServer, Worker, wait_for
+from distributed_support import (
+    CELERY_WORKER,
+    TRANSQUEUE_SCHEDULER,
+    TRANSQUEUE_WORKER,
+    RedisServer,
+    Worker,
+    wait_for,
+)
 
+from cli import main
 from models.translator import Translator
-from producer.cli import main
 from producer.documents import ReadOptions
 from producer.files import plan_files
+from producer.inbox import run_inbox
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -31,11 +39,12 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
-from worker.celery import TRANSLATE_TASK, app, celery_config
-from worker.config import Settings
-from worker.inbox import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED, list_runs, run_inbox
-from worker.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
-from worker.schedule import InboxEntry
+from producer.schedule import InboxEntry
+from producer.scheduler import beat_config
+from store.config import Settings
+from store.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
+from store.queues import TRANSLATE_TASK, client, send_chunks
+from store.runs import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED
 
 pytestmark = pytest.mark.slow
 
@@ -142,6 +151,7 @@ def write_corpus(directory: Path, tag: str, count: int) -> list[Path]:
 @dataclass(frozen=True)
 class Untranslated:
     text: str
+    hit_length_cap: bool = False
 
 
 class KeepMarked:
@@ -291,9 +301,7 @@ def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     assert "left untranslated" in fetched.output and POISON in fetched.output
 
     # A chunk of a job that does not exist is set aside too.
-    with app.connection_for_write(cluster.redis.url) as connection:
-        app.send_task(TRANSLATE_TASK, args=["no-such-job", 0, [[0, "Hello."]]],
-                      connection=connection, queue=cluster.settings().queue)
+    send_chunks(cluster.settings(), "no-such-job", [[(0, "Hello.")]])
     wait_for(lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
              "the orphan chunk to be recorded", detail=cluster.logs)
 
@@ -326,19 +334,20 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     schedule.write_text(json.dumps({"inbox": [{
         "name": "docs", "inbox": str(inbox), "outbox": str(outbox), "schedule": "*/5 * * * *",
         "fields": list(FIELDS)}]}), encoding="utf-8")
-    beat = celery_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
+    beat = beat_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
     store = cluster.store()
+    cluster.add_worker("scheduler", TRANSQUEUE_SCHEDULER)  # consumes the inbox queue
 
     def beat_tick() -> None:  # what celery beat sends at each tick (routed to the inbox queue)
-        with app.connection_for_write(cluster.redis.url) as connection:
-            app.send_task(beat["task"], args=beat["args"], connection=connection)
+        with client.connection_for_write(cluster.redis.url) as connection:
+            client.send_task(beat["task"], args=beat["args"], connection=connection)
 
     def runs_settle(count: int) -> list:
         def settled() -> bool:
-            runs = list_runs(store, "docs")
+            runs = store.runs.list("docs")
             return len(runs) == count and runs[-1].state not in (SUBMITTED,)
         wait_for(settled, f"inbox run {count}", timeout=JOB_TIMEOUT, detail=cluster.logs)
-        return list_runs(store, "docs")
+        return store.runs.list("docs")
 
     beat_tick()
     first = runs_settle(1)[-1]

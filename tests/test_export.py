@@ -6,12 +6,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import TINY_CORPUS, build_tiny_marian, export_tiny
 
+from cli import main
+from models.builder.export import duplicated_initializers
+from models.builder.hub import SourceError, resolve
+from models.builder.quantize import QuantizeOptions
+from models.builder.validate import ValidateOptions, ValidationError, validate
 from models.bundle import read_manifest, sha256_file
-from models.export import duplicated_initializers
-from models.hub import SourceError, resolve
-from models.quantize import QuantizeOptions
-from models.validate import ValidateOptions, ValidationError, validate
-from producer.cli import main
 
 
 def test_manifest_records_config_files_versions_and_validation(tiny_bundle, tiny_marian_dir):
@@ -58,7 +58,7 @@ def test_graphs_have_dynamic_axes_no_encoder_in_decoder_and_no_duplicates(tiny_b
 
 
 def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path):
-    from models.export import ExportOptions  # noqa: F401  (documented flag path)
+    from models.builder.export import ExportOptions  # noqa: F401  (documented flag path)
 
     bundle = export_tiny(tiny_marian_dir, tmp_path / "bundle", keep_fp32=False)
     manifest = read_manifest(bundle)

@@ -1,4 +1,4 @@
-"""worker.inbox on a real redis-server, without workers: run records, the lock, the scan."""
+"""producer.inbox on a real redis-server, without workers: run records, the lock, the scan."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from producer import inbox
 from producer.files import FileTask, plan_files
-from worker import defaults, inbox
-from worker.config import Settings
-from worker.inbox import NOTHING_NEW, SUBMITTED, list_runs, run_inbox
-from worker.jobstore import JobStore
-from worker.schedule import InboxEntry
+from producer.inbox import run_inbox
+from producer.schedule import InboxEntry
+from store import defaults
+from store.config import Settings
+from store.jobstore import JobStore
+from store.runs import NOTHING_NEW, SUBMITTED
 
 pytest_plugins = ["distributed_support"]
 
@@ -36,7 +38,7 @@ def test_trimming_the_runs_keeps_those_in_flight(store, entry, monkeypatch):
     assert submitted.state == SUBMITTED
     for _ in range(3):
         assert run_inbox(store, entry).state == NOTHING_NEW  # a.txt is still in flight
-    runs = list_runs(store, "docs")
+    runs = store.runs.list("docs")
     assert len(runs) == 2 and submitted in runs
 
 
@@ -51,7 +53,7 @@ def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
     assert run.skipped == {"gone.txt": "No such file or directory"}
-    assert list_runs(store, "docs") == [run]
+    assert store.runs.list("docs") == [run]
 
 
 def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeypatch):
@@ -64,4 +66,4 @@ def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeyp
     monkeypatch.setattr(inbox, "submit", submit_after_the_lock_expired)
     run = run_inbox(store, entry)  # releasing a lock that is not ours anymore must not raise
     assert run.state == SUBMITTED and "the lock expired during the run" in run.message
-    assert list_runs(store, "docs") == [run]
+    assert store.runs.list("docs") == [run]

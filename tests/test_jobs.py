@@ -21,8 +21,8 @@ from producer.jobs import (
 )
 from producer.pipeline import stream_units
 from producer.stored_layout import load_document
-from worker.config import Settings
-from worker.jobstore import DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
+from store.config import Settings
+from store.jobstore import DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 
 pytest_plugins = ["distributed_support"]
 

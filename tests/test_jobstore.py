@@ -1,4 +1,4 @@
-"""worker.jobstore against a real redis-server: keys, exactly-once writes, finalize, TTLs."""
+"""store.jobstore against a real redis-server: keys, exactly-once writes, finalize, TTLs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import unicodedata
 
 import pytest
 
-from worker.config import Settings
-from worker.jobstore import (
+from store.config import Settings
+from store.jobstore import (
     CANCELLED,
     DONE,
     PARTIAL,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from worker.celery import TRANSLATE_TASK, app
-from worker.config import Settings
-from worker.jobstore import DocumentRecord, JobStore, NewJob
+from store.config import Settings
+from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.queues import send_chunks
 from worker.metrics import JobMetrics
 
 pytest_plugins = ["distributed_support"]
@@ -20,10 +20,7 @@ def test_job_metrics_and_queue_length(redis_server):
                         layouts=["x"], total=4, chunks=1, out="", origin="files"))
     store.record("j1", 0, "a", "A", fingerprint="f", hit=False)
     store.record("j1", 1, "b", "B", fingerprint="f", hit=True)
-    with app.connection_for_write(settings.redis_url) as connection:
-        for n in range(3):  # no worker consumes this queue
-            app.send_task(TRANSLATE_TASK, args=["j1", n, []], connection=connection,
-                          queue=settings.queue)
+    send_chunks(settings, "j1", [[], [], []])  # no worker consumes this queue
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()

@@ -1,4 +1,4 @@
-"""worker.schedule: the inbox schedule file and the beat entries built from it."""
+"""producer.schedule: the inbox schedule file and the beat entries built from it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import pytest
 from celery.schedules import crontab
 
-from worker.schedule import SCAN_TASK, InboxEntry, ScheduleError, beat_schedule, load_schedule
+from producer.schedule import InboxEntry, ScheduleError, beat_schedule, load_schedule
+from store.queues import SCAN_TASK
 
 TOML = """
 [[inbox]]

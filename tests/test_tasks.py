@@ -7,9 +7,9 @@ import redis
 from celery.exceptions import Reject
 from distributed_support import RedisServer
 
+from store.config import Settings
+from store.jobstore import DocumentRecord, JobStore, NewJob
 from worker import tasks
-from worker.config import Settings
-from worker.jobstore import DocumentRecord, JobStore, NewJob
 
 pytest_plugins = ["distributed_support"]
 
@@ -37,7 +37,7 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
         raise failure
 
     monkeypatch.setattr(tasks, "env_settings", lambda: settings)
-    monkeypatch.setattr(tasks.runtime, "job_store", JobStore.from_settings)
+    monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
     monkeypatch.setattr(tasks.runtime, "load_translator", lambda _settings: None)
     monkeypatch.setattr(tasks, "process_chunk", fail)
     with pytest.raises(Reject) as rejected:

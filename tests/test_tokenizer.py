@@ -4,10 +4,11 @@ from pathlib import Path
 import pytest
 from conftest import tiny_pairs
 
+from models.builder.defaults import TATOEBA_CORPUS
+from models.builder.tokenizer_convert import convert
+from models.builder.validate import HARD_STRINGS
 from models.bundle import read_manifest
 from models.tokenizer import MarianCodec
-from models.tokenizer_convert import convert
-from models.validate import DEFAULT_PARITY_CORPUS, HARD_STRINGS
 
 DEMO_CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "checkpoint"
 
@@ -39,11 +40,11 @@ def test_tiny_model_parity_with_marian_tokenizer(tiny_marian_dir, tmp_path):
 
 
 @pytest.mark.skipif(
-    not (DEMO_CHECKPOINT / "source.spm").exists() or not DEFAULT_PARITY_CORPUS.exists(),
+    not (DEMO_CHECKPOINT / "source.spm").exists() or not TATOEBA_CORPUS.exists(),
     reason="needs the demo checkpoint and ../shared/data/en-zh/cmn_hans.txt",
 )
 def test_demo_model_parity_on_the_whole_tatoeba_corpus(tmp_path):
-    with DEFAULT_PARITY_CORPUS.open(encoding="utf-8") as handle:
+    with TATOEBA_CORPUS.open(encoding="utf-8") as handle:
         english = [line.split("\t", 1)[0] for line in handle]
     _assert_parity(DEMO_CHECKPOINT, tmp_path, english + list(HARD_STRINGS))
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from worker.jobstore import DeadLetter, JobStore, Written
-from worker.runtime import TranslatorLike
+from models.protocol import SentenceTranslator
+from store.jobstore import DeadLetter, JobStore, Written
 
 Item = tuple[int, str]
 
@@ -81,7 +81,7 @@ class _Writer:
         return ChunkOutcome(self.translated, self.hits, self.dead, self.finalized)
 
 
-def process_chunk(store: JobStore, translator: TranslatorLike, job_id: str, chunk: int,
+def process_chunk(store: JobStore, translator: SentenceTranslator, job_id: str, chunk: int,
                   items: Sequence[Item], deliveries: int, max_deliveries: int) -> ChunkOutcome:
     """Settle every slot of a chunk (result or dead letter); see the module docstring."""
     fingerprint = translator.fingerprint
@@ -121,7 +121,7 @@ def process_chunk(store: JobStore, translator: TranslatorLike, job_id: str, chun
     return writer.outcome()
 
 
-def _translate_batch(translator: TranslatorLike, writer: _Writer,
+def _translate_batch(translator: SentenceTranslator, writer: _Writer,
                      todo: list[Item]) -> list[Item]:
     """Translate `todo` as one batch; return the items left when the model raised."""
     try:

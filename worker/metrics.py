@@ -13,14 +13,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from worker.celery import app
-from worker.jobstore import JobStore
-
-
-def queue_length(url: str, queue: str) -> int:
-    """Messages (chunks) waiting in a Celery queue on the Redis broker."""
-    with app.connection_for_read(url) as connection:
-        return connection.default_channel.queue_declare(queue=queue).message_count
+from store.jobstore import JobStore
+from store.queues import queue_length
 
 
 class JobMetrics(Collector):
@@ -65,7 +59,7 @@ class JobMetrics(Collector):
         queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker",
                                    labels=["queue"])
         for queue in (settings.queue, settings.inbox_queue):
-            queued.add_metric([queue], queue_length(settings.redis_url, queue))
+            queued.add_metric([queue], queue_length(settings, queue))
         yield queued
 
         stats = self.store.stats()

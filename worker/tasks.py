@@ -1,4 +1,4 @@
-"""Celery tasks: translate a chunk, deliver a finished inbox job, scan a scheduled inbox."""
+"""The worker's Celery task: translate a chunk of a job (and its process's set-up signals)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from celery import signals
 from celery.concurrency.thread import TaskPool as ThreadPool
 from celery.exceptions import Reject
 
+from store.config import env_settings
+from store.jobstore import CANCELLED, DeadLetter, JobStore, process_store
+from store.queues import DELIVER_TASK, TRANSLATE_TASK
 from worker import runtime
-from worker.celery import DELIVER_TASK, TRANSLATE_TASK, app
+from worker.celery import app
 from worker.chunks import current_worker, process_chunk
-from worker.config import env_settings
-from worker.inbox import deliver_job, run_inbox
-from worker.jobstore import CANCELLED, DeadLetter, JobStore
-from worker.schedule import SCAN_TASK, InboxEntry
 
 
 @signals.worker_process_init.connect
@@ -32,7 +31,7 @@ def _load_for_threads(sender: Any = None, **_: Any) -> None:
         runtime.load_translator(env_settings())
 
 
-@app.task(name=TRANSLATE_TASK)
+@app.task(name=TRANSLATE_TASK, shared=False)
 def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
     """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
 
@@ -43,7 +42,7 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
     never acknowledged with sentences unsettled.
     """
     settings = env_settings()
-    store = runtime.job_store(settings)
+    store = process_store(settings)
     pairs = [(int(slot), str(text)) for slot, text in items]
     deliveries = 0
     try:
@@ -66,7 +65,7 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
             raise Reject(f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
                          f"could not be recorded ({lost!r})", requeue=True) from lost
         return
-    if outcome.finalized and info.extra.get("inbox"):
+    if outcome.finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
 
 
@@ -82,15 +81,3 @@ def _settle_failure(store: JobStore, max_deliveries: int, job_id: str, chunk: in
         store.dead_letter(job_id, DeadLetter(slot=slot, text=text, reason=repr(exc),
                                              chunk=chunk, deliveries=deliveries,
                                              at=time.time()))
-
-
-@app.task(name=DELIVER_TASK)
-def deliver_inbox_job(job_id: str) -> None:
-    """Write a finished inbox job's outputs to its outbox and record the run."""
-    deliver_job(runtime.job_store(env_settings()), job_id)
-
-
-@app.task(name=SCAN_TASK)
-def scan_inbox(entry: dict[str, Any]) -> None:
-    """One scheduled run of an inbox entry (beat sends the entry itself)."""
-    run_inbox(runtime.job_store(env_settings()), InboxEntry.from_dict(entry))

@@ -1,7 +1,7 @@
 """Every default of the distributed path, in one place.
 
 Each constant can be overridden by the environment variable named in its comment
-(all with the ``TRANSQUEUE_`` prefix); `worker.config.Settings.from_env` reads them.
+(all with the ``TRANSQUEUE_`` prefix); `store.config.Settings.from_env` reads them.
 """
 
 from __future__ import annotations
@@ -89,12 +89,6 @@ KEY_PREFIX = "tq"
 #: Runs kept per scheduled inbox entry: past this, the oldest finished runs are dropped (runs
 #: whose job is still being translated are always kept).
 RUNS_KEPT = 200
-
-#: States of an inbox run: its files were submitted as a job (in flight), delivered to the
-#: outbox, nothing new was found, it was skipped (the lock was held), its job was lost
-#: (expired or cancelled: the files are submitted again), or it failed (the message says why).
-SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
-    "submitted", "delivered", "nothing new", "skipped", "lost", "failed")
 
 #: Errors kept per job (the newest).
 ERRORS_KEPT = 100

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from cli.common import cli_store, duration, job_info
 from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files, write_atomic
 from producer.jobs import (
@@ -21,38 +22,9 @@ from producer.jobs import (
     submit,
 )
 from producer.pipeline import stream_units
-from worker.config import ConfigError, Settings
-from worker.jobstore import CANCELLED, PARTIAL, JobInfo, JobStore
+from store.jobstore import CANCELLED, PARTIAL
 
 STDIN_ORIGIN = "stdin"
-
-
-def cli_settings() -> Settings:
-    """Settings from the environment; a bad variable is a clean CLI error."""
-    try:
-        return Settings.from_env()
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def cli_store() -> JobStore:
-    """The job store named by the environment."""
-    return JobStore.from_settings(cli_settings())
-
-
-def _info(store: JobStore, job_id: str) -> JobInfo:
-    info = store.info(job_id)
-    if info is None:
-        raise click.ClickException(f"no job {job_id} (unknown, or expired)")
-    return info
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 @click.command("submit")
@@ -96,7 +68,7 @@ def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, 
 def status_command(job_id: str) -> None:
     """Show a job's progress, rate, ETA, cache hits, dead letters and errors."""
     store = cli_store()
-    info, now = _info(store, job_id), time.time()
+    info, now = job_info(store, job_id), time.time()
     rate = info.rate(now)
     share = f"{100 * info.settled / info.total:.1f}%" if info.total else "100%"
     lines = [
@@ -107,7 +79,7 @@ def status_command(job_id: str) -> None:
         f"({info.segments} segments)",
         f"cache hits   {info.hits}",
         f"rate         {f'{rate:.1f} sentences/s' if rate else 'not started'}",
-        f"ETA          {_duration(info.eta(now))}",
+        f"ETA          {duration(info.eta(now))}",
         f"dead letters {info.dead}",
     ]
     if info.out:
@@ -127,11 +99,11 @@ def status_command(job_id: str) -> None:
 def wait_command(job_id: str) -> None:
     """Show a progress bar until the job finishes (exit 1 if it has dead letters)."""
     store = cli_store()
-    info = _info(store, job_id)
+    info = job_info(store, job_id)
     with tqdm(total=info.total, initial=info.settled, unit="sentence", desc=job_id) as bar:
         while not info.finished and info.state != CANCELLED:
             time.sleep(store.settings.poll_interval)
-            info = _info(store, job_id)
+            info = job_info(store, job_id)
             bar.set_postfix(hits=info.hits, dead=info.dead, refresh=False)
             bar.update(info.settled - bar.n)
     if info.state == CANCELLED:
@@ -156,7 +128,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     Nothing is written if any target is one of the job's inputs.
     """
     store = cli_store()
-    info = _info(store, job_id)
+    info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
     out_dir = out or Path(info.out)
     written, dead = 0, []
@@ -182,7 +154,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     unit = "records" if stream else "documents"
     click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
     if written < info.documents:
-        click.echo(f"job {job_id} is {_info(store, job_id).state}: the others are not finished "
+        click.echo(f"job {job_id} is {job_info(store, job_id).state}: the others are not finished "
                    "yet (fetch again, or use --follow)", err=True)
     for name, letter in dead:
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
@@ -214,7 +186,7 @@ def jobs_command() -> None:
 def cancel_command(job_id: str) -> None:
     """Cancel a job: workers skip its remaining chunks; finished documents stay fetchable."""
     store = cli_store()
-    info = _info(store, job_id)
+    info = job_info(store, job_id)
     if not store.cancel(job_id):
         raise click.ClickException(f"job {job_id} is already {info.state}")
     click.echo(f"cancelled {job_id}")

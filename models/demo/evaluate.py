@@ -1,9 +1,9 @@
 """Score the demo model on its held-out dev split and refresh its regression set.
 
-    python -m models.evaluate_demo
+    python -m models.demo.evaluate
 
 Exports models/demo/checkpoint to build/demo-full (fp32 + int8 decoders) if needed,
-translates the dev split that models.train_demo held out (re-derived from the corpus
+translates the dev split that models.demo.train held out (re-derived from the corpus
 with the same seed), and prints BLEU and chrF (sacrebleu, `--tokenize zh`) for both
 decoders, the int8/fp32 exact-match rate and ten examples. With --write it also writes
 models/demo/EVAL.md and the committed regression set models/regression/demo_expected.tsv
@@ -16,18 +16,18 @@ import argparse
 import json
 from pathlib import Path
 
-from models.train_demo import DEFAULT_CORPUS, DEFAULT_OUT, TrainOptions, read_pairs, split_dev
+from models.demo.train import DEFAULT_CORPUS, DEFAULT_OUT, TrainOptions, read_pairs, split_dev
 
 FULL_BUNDLE = Path("build/demo-full")
-EVAL_REPORT = Path(__file__).resolve().parent / "demo" / "EVAL.md"
-REGRESSION = Path(__file__).resolve().parent / "regression" / "demo_expected.tsv"
+EVAL_REPORT = Path(__file__).resolve().parent / "EVAL.md"
+REGRESSION = Path(__file__).resolve().parents[1] / "regression" / "demo_expected.tsv"
 REGRESSION_SIZE = 40
 #: The int8 exact-match floor is the measured rate minus this margin.
 FLOOR_MARGIN = 0.05
 
 
 def _export_full(checkpoint: Path, bundle: Path) -> None:
-    from models.export import ExportOptions, export
+    from models.builder.export import ExportOptions, export
 
     if not (bundle / "bundle.json").exists():
         export(str(checkpoint), bundle, ExportOptions())
@@ -68,7 +68,7 @@ def _report(result: dict) -> str:
         "# Demo model: scores on the held-out dev split",
         "",
         f"{result['dev_pairs']} Tatoeba pairs never seen in training "
-        "(sacrebleu, BLEU with `--tokenize zh`, chrF). Reproduce: `python -m models.evaluate_demo`.",
+        "(sacrebleu, BLEU with `--tokenize zh`, chrF). Reproduce: `python -m models.demo.evaluate`.",
         "",
         "| decoder | BLEU | chrF |",
         "| --- | --- | --- |",

@@ -2,8 +2,9 @@
 
 One run of an entry, under a Redis lock so that runs of one entry never overlap:
 
-1. deliver every earlier run whose job has finished (normally the worker that finished the
-   job already did, via the deliver task; this catches a delivery that was lost);
+1. deliver every earlier run whose job has finished (normally the deliver task, which the
+   worker that finished the job sends to the scheduler, already did; this catches a
+   delivery that was lost);
 2. hash every document file of the inbox (found and named in the outbox as
    `transqueue translate INBOX --out OUTBOX` does); a file whose path and content hash are
    neither delivered already nor in a run still being translated is submitted, all in one
@@ -23,12 +24,11 @@ A lock lost anyway is noted in the run's message, never raised.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import redis
@@ -37,60 +37,11 @@ from redis.exceptions import LockError
 from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files, write_atomic
 from producer.jobs import file_source, iter_documents, parse_source, submit
-from worker import defaults
-from worker.defaults import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED
-from worker.jobstore import CANCELLED, PARTIAL, JobStore
-from worker.schedule import InboxEntry
-
-
-@dataclass(frozen=True)
-class InboxRun:
-    """The record of one run of an inbox entry."""
-
-    run_id: str
-    inbox: str
-    started: float
-    state: str
-    files: dict[str, str] = field(default_factory=dict)     # file name -> sha256 submitted
-    invalid: dict[str, str] = field(default_factory=dict)   # file name -> parse error
-    skipped: dict[str, str] = field(default_factory=dict)   # file name -> why it was unread
-    job: str = ""
-    dead: int = 0
-    finished: float | None = None
-    message: str = ""
-
-    def to_json(self) -> str:
-        """Serialize for the runs hash."""
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, text: str) -> InboxRun:
-        """Parse what `to_json` wrote."""
-        return cls(**json.loads(text))
-
+from producer.schedule import InboxEntry
+from store.jobstore import CANCELLED, PARTIAL, JobStore
+from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
 logger = logging.getLogger(__name__)
-
-
-def _key(name: str, what: str) -> str:
-    return f"{defaults.KEY_PREFIX}:inbox:{name}:{what}"
-
-
-def list_runs(store: JobStore, name: str) -> list[InboxRun]:
-    """The recorded runs of an inbox entry, oldest first."""
-    raw = store.client.hgetall(_key(name, "runs"))
-    return [InboxRun.from_json(raw[run_id]) for run_id in sorted(raw)]
-
-
-def _save(store: JobStore, run: InboxRun) -> None:
-    """Store a run; past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
-    key = _key(run.inbox, "runs")
-    store.client.hset(key, run.run_id, run.to_json())
-    extra = store.client.hlen(key) - defaults.RUNS_KEPT
-    if extra > 0:
-        finished = [r.run_id for r in list_runs(store, run.inbox) if r.state != SUBMITTED]
-        if finished[:extra]:
-            store.client.hdel(key, *finished[:extra])
 
 
 class _EntryLock:
@@ -99,9 +50,7 @@ class _EntryLock:
 
     def __init__(self, store: JobStore, name: str) -> None:
         self.timeout = store.settings.inbox_lock_timeout
-        # Not thread-local: the keeper thread extends the lock with the owner's token.
-        self.lock = store.client.lock(_key(name, "lock"), timeout=self.timeout,
-                                      thread_local=False)
+        self.lock = store.runs.lock(name, self.timeout)
         self.problems: list[str] = []
         self._stop = threading.Event()
         self._keeper = threading.Thread(target=self._keep, daemon=True,
@@ -151,22 +100,22 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     if not lock.acquire():
         run = replace(run, state=SKIPPED, finished=time.time(),
                       message="the previous run still holds the lock")
-        _save(store, run)
+        store.runs.save(run)
         return run
     try:
-        for earlier in list_runs(store, entry.name):
+        for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
                 _deliver(store, earlier)
         run = lock.note(_submit_new(store, entry, run))
-        _save(store, run)
+        store.runs.save(run)
         return run
     finally:
         lock.release()
 
 
 def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
-    seen = store.client.hgetall(_key(entry.name, "seen"))
-    pending = {(name, digest) for r in list_runs(store, entry.name) if r.state == SUBMITTED
+    seen = store.runs.seen(entry.name)
+    pending = {(name, digest) for r in store.runs.list(entry.name) if r.state == SUBMITTED
                for name, digest in r.files.items()}
     options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
@@ -190,7 +139,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             parsed.append((source, parse_source(source, options)))
         except DocumentError as exc:
             invalid[name] = str(exc)
-            store.client.hset(_key(entry.name, "seen"), name, digest)
+            store.runs.mark_seen(entry.name, {name: digest})
             continue
         files[name] = digest
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
@@ -211,9 +160,9 @@ def deliver_job(store: JobStore, job_id: str) -> None:
     if not lock.acquire(wait=5):
         return  # a run of this inbox is going on; it delivers finished jobs itself
     try:
-        raw = store.client.hget(_key(name, "runs"), run_id)
-        if raw is not None:
-            _deliver(store, InboxRun.from_json(raw))
+        run = store.runs.get(name, run_id)
+        if run is not None:
+            _deliver(store, run)
     finally:
         lock.release()
 
@@ -225,17 +174,16 @@ def _deliver(store: JobStore, run: InboxRun) -> None:
     info = store.info(run.job)
     if info is None or info.state == CANCELLED:
         why = "its job expired" if info is None else "its job was cancelled"
-        _save(store, replace(run, state=LOST, finished=time.time(),
-                             message=f"{why}; its files are submitted again"))
+        store.runs.save(replace(run, state=LOST, finished=time.time(),
+                                message=f"{why}; its files are submitted again"))
         return
     if not info.finished:
         return
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
         assert rendered.text is not None  # the job is finished: every sentence is settled
         write_atomic(Path(info.out) / rendered.target, rendered.text)
-    if run.files:
-        store.client.hset(_key(run.inbox, "seen"), mapping=run.files)
+    store.runs.mark_seen(run.inbox, run.files)
     message = (f"{info.dead} sentences left untranslated (dead letters of job {run.job})"
                if info.state == PARTIAL else "")
-    _save(store, replace(run, state=DELIVERED, dead=info.dead, finished=time.time(),
-                         message=message))
+    store.runs.save(replace(run, state=DELIVERED, dead=info.dead, finished=time.time(),
+                            message=message))

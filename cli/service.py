@@ -1,4 +1,4 @@
-"""`transqueue worker/metrics/runs`: run a worker, export metrics, list scheduled inbox runs."""
+"""`transqueue worker/scheduler/metrics/runs`: the long-running services, and inbox runs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ import click
 from prometheus_client import start_http_server
 from prometheus_client.registry import CollectorRegistry
 
-from producer.cmd_jobs import cli_settings, cli_store
-from worker import defaults
-from worker.celery import app
-from worker.inbox import list_runs
-from worker.metrics import JobMetrics
+from cli.common import cli_settings, cli_store
+from store import defaults
+from store.config import POOLS
 
 
 @click.command("worker", context_settings={"ignore_unknown_options": True})
-@click.option("--pool", type=click.Choice(["prefork", "solo", "threads"]),
+@click.option("--pool", type=click.Choice(POOLS),
               help=f"Celery pool [TRANSQUEUE_POOL, default {defaults.POOL}].")
 @click.option("-c", "--concurrency", type=click.IntRange(min=1),
               help=f"Processes or threads [TRANSQUEUE_CONCURRENCY, default "
@@ -29,10 +27,11 @@ def worker_command(pool: str | None, concurrency: int | None, loglevel: str,
     """Start a Celery worker with transqueue's defaults (extra arguments go to Celery).
 
     The same as `celery -A worker worker`; configure it with TRANSQUEUE_* variables
-    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes both
-    the chunk queue (TRANSQUEUE_QUEUE) and the inbox queue (TRANSQUEUE_INBOX_QUEUE); pass
-    `-Q NAME` to consume only one.
+    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes the
+    chunk queue (TRANSQUEUE_QUEUE).
     """
+    from worker.celery import app
+
     settings = cli_settings()
     app.worker_main([
         "worker", f"--pool={pool or settings.pool}",
@@ -41,12 +40,33 @@ def worker_command(pool: str | None, concurrency: int | None, loglevel: str,
     ])
 
 
+@click.command("scheduler", context_settings={"ignore_unknown_options": True})
+@click.option("--beat/--no-beat", default=True, show_default=True,
+              help="Also send the scans of the TRANSQUEUE_SCHEDULE entries on time.")
+@click.option("--loglevel", default="info", show_default=True)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -> None:
+    """Run scheduled inbox jobs: scan inboxes, submit new files, deliver finished jobs.
+
+    A Celery worker on the inbox queue (TRANSQUEUE_INBOX_QUEUE) with beat embedded; it needs
+    the inbox and outbox directories of TRANSQUEUE_SCHEDULE, the translation workers do not.
+    Extra arguments go to Celery (for example `--schedule FILE` for beat's state file).
+    """
+    from producer.scheduler import app
+
+    cli_settings()
+    app.worker_main(["worker", "--pool=solo", f"--loglevel={loglevel}",
+                     *(["--beat"] if beat else []), *celery_args])
+
+
 @click.command("metrics")
 @click.option("--port", type=int, help=f"[TRANSQUEUE_METRICS_PORT, default "
                                        f"{defaults.METRICS_PORT}]")
 @click.option("--addr", default="0.0.0.0", show_default=True)
 def metrics_command(port: int | None, addr: str) -> None:
     """Serve job-level Prometheus metrics (read from Redis at each scrape) on /metrics."""
+    from worker.metrics import JobMetrics
+
     store = cli_store()
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
@@ -60,7 +80,7 @@ def metrics_command(port: int | None, addr: str) -> None:
 @click.argument("inbox")
 def runs_command(inbox: str) -> None:
     """List the recorded runs of a scheduled inbox entry, oldest first."""
-    for run in list_runs(cli_store(), inbox):
+    for run in cli_store().runs.list(inbox):
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run.started))
         line = f"{run.run_id}  {started}  {run.state:11}  files={len(run.files)}"
         if run.job:
@@ -74,4 +94,4 @@ def runs_command(inbox: str) -> None:
             click.echo(f"    skipped {name}: {why} (tried again next run)")
 
 
-COMMANDS = (worker_command, metrics_command, runs_command)
+COMMANDS = (worker_command, scheduler_command, metrics_command, runs_command)

@@ -1,4 +1,4 @@
-"""The Redis job store shared by producers and workers: key layout, job records, results.
+"""The Redis job store shared by producers and workers: job records, results, memory.
 
 A job holds documents (their stored layout, see `producer.stored_layout`, and, per
 segment, a *slot*: the index of the job's distinct sentence it uses). Workers write one
@@ -9,7 +9,7 @@ the last slot is written. A redelivered chunk or a retried write therefore never
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import time
 from collections.abc import Iterator, Sequence
@@ -19,108 +19,14 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from worker import defaults
-from worker.config import Settings
+from store import defaults, scripts
+from store.config import Settings
+from store.keys import JOBS_KEY, ORPHANS_KEY, STATS_KEY, JobKeys, tm_key
+from store.runs import RunStore
 
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
 FINISHED_STATES = (DONE, PARTIAL)
-
-_FINALIZE = """
-local function finalize(job, now)
-  local h = redis.call('HMGET', job, 'total', 'done', 'dead', 'state')
-  local done = tonumber(h[2] or '0')
-  local dead = tonumber(h[3] or '0')
-  if h[4] == 'cancelled' or done + dead < tonumber(h[1]) then return 0 end
-  if redis.call('HSETNX', job, 'finished_at', now) == 0 then return 0 end
-  if dead > 0 then redis.call('HSET', job, 'state', 'partial')
-  else redis.call('HSET', job, 'state', 'done') end
-  return 1
-end
-local function expire_all(first, ttl)
-  for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
-end
-"""
-
-# KEYS: job, results, dead, stats, tm, then every job key to keep alive.
-# ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
-# Returns {written, finalized}; written is -1 when the job does not exist.
-_RECORD = _FINALIZE + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
-redis.call('HINCRBY', KEYS[1], 'done', 1)
-if ARGV[3] == '1' then
-  redis.call('HINCRBY', KEYS[1], 'hits', 1)
-  redis.call('HINCRBY', KEYS[4], 'hits', 1)
-else
-  redis.call('HINCRBY', KEYS[4], 'translated', 1)
-end
-redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[6])
-redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4])
-if redis.call('HGET', KEYS[1], 'state') == 'queued' then
-  redis.call('HSET', KEYS[1], 'state', 'running')
-end
-expire_all(6, ARGV[5])
-return {1, finalize(KEYS[1], ARGV[4])}
-"""
-
-# KEYS: job, results, dead, stats, then every job key to keep alive.
-# ARGV: slot, dead letter JSON, now, result_ttl.
-_DEAD = _FINALIZE + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
-if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
-redis.call('HINCRBY', KEYS[1], 'dead', 1)
-redis.call('HINCRBY', KEYS[4], 'dead', 1)
-expire_all(5, ARGV[4])
-return {1, finalize(KEYS[1], ARGV[3])}
-"""
-
-# KEYS: job. ARGV: now. Finalizes a job whose slots are all settled (e.g. a job with none).
-_TRY_FINALIZE = _FINALIZE + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return finalize(KEYS[1], ARGV[1])
-"""
-
-
-# KEYS: job, deliveries. ARGV: chunk, ttl. Counts a delivery of a chunk of an existing job
-# (0 if the job is gone: nothing is created), the counter expiring with the job.
-_COUNT_DELIVERY = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local n = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return n
-"""
-
-# KEYS: job. ARGV: fingerprint. The job's fingerprint, set first if unset; nil (and nothing
-# created) if the job is gone, so an expired job is never re-created as a hash without state.
-_CLAIM_FINGERPRINT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-redis.call('HSETNX', KEYS[1], 'fingerprint', ARGV[1])
-return redis.call('HGET', KEYS[1], 'fingerprint')
-"""
-
-# KEYS: job. ARGV: now. Cancels an unfinished job. Cancelling and finalizing both claim
-# 'finished_at' with HSETNX, so exactly one of them wins: a job that has just finished is
-# never turned into a cancelled one, nor a cancelled one finalized.
-_CANCEL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[1], 'finished_at', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'cancelled')
-return 1
-"""
-
-
-def tm_key(sentence: str, fingerprint: str) -> str:
-    """Redis key of the translation memory entry of `sentence` under a model fingerprint.
-
-    The sentence is hashed exactly as it is, like `transqueue translate` remembers it within
-    a run: two spellings that a tokenizer would normalize alike are still two entries, so a
-    memory hit never depends on the tokenizer and both paths produce the same output.
-    """
-    digest = hashlib.sha256(f"{fingerprint}\0{sentence}".encode()).hexdigest()
-    return f"{defaults.KEY_PREFIX}:tm:{digest}"
 
 
 def connect(url: str, *, patient: bool) -> redis.Redis:
@@ -137,61 +43,6 @@ def connect(url: str, *, patient: bool) -> redis.Redis:
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
     )
-
-
-@dataclass(frozen=True)
-class JobKeys:
-    """The Redis keys of one job."""
-
-    job_id: str
-
-    @property
-    def meta(self) -> str:
-        """Hash of the job's counters and settings."""
-        return f"{defaults.KEY_PREFIX}:job:{self.job_id}"
-
-    def _sub(self, name: str) -> str:
-        return f"{self.meta}:{name}"
-
-    @property
-    def docs(self) -> str:
-        """Hash: document number -> DocumentRecord JSON."""
-        return self._sub("docs")
-
-    @property
-    def layouts(self) -> str:
-        """Hash: document number -> the document's segments and layout, as submitted."""
-        return self._sub("layouts")
-
-    @property
-    def results(self) -> str:
-        """Hash: slot -> translated text."""
-        return self._sub("results")
-
-    @property
-    def dead(self) -> str:
-        """Hash: slot -> DeadLetter JSON."""
-        return self._sub("dead")
-
-    @property
-    def deliveries(self) -> str:
-        """Hash: chunk number -> times the chunk was delivered to a worker."""
-        return self._sub("deliveries")
-
-    @property
-    def errors(self) -> str:
-        """List of JobError JSON, newest first."""
-        return self._sub("errors")
-
-    def all(self) -> tuple[str, ...]:
-        """Every key of the job."""
-        return (self.meta, self.docs, self.layouts, self.results, self.dead,
-                self.deliveries, self.errors)
-
-
-JOBS_KEY = f"{defaults.KEY_PREFIX}:jobs"
-STATS_KEY = f"{defaults.KEY_PREFIX}:stats"
-ORPHANS_KEY = f"{defaults.KEY_PREFIX}:orphans"
 
 
 @dataclass(frozen=True)
@@ -327,17 +178,19 @@ class Written:
 
 
 class JobStore:
-    """Reads and writes jobs, results, dead letters and the translation memory in Redis."""
+    """Reads and writes jobs, results, dead letters and the translation memory in Redis;
+    `runs` reads and writes the scheduled inbox runs (`store.runs.RunStore`)."""
 
     def __init__(self, client: redis.Redis, settings: Settings) -> None:
         self.client = client
         self.settings = settings
-        self._record = client.register_script(_RECORD)
-        self._dead = client.register_script(_DEAD)
-        self._try_finalize = client.register_script(_TRY_FINALIZE)
-        self._cancel = client.register_script(_CANCEL)
-        self._count_delivery = client.register_script(_COUNT_DELIVERY)
-        self._claim_fingerprint = client.register_script(_CLAIM_FINGERPRINT)
+        self.runs = RunStore(client)
+        self._record = client.register_script(scripts.RECORD)
+        self._dead = client.register_script(scripts.DEAD)
+        self._try_finalize = client.register_script(scripts.TRY_FINALIZE)
+        self._cancel = client.register_script(scripts.CANCEL)
+        self._count_delivery = client.register_script(scripts.COUNT_DELIVERY)
+        self._claim_fingerprint = client.register_script(scripts.CLAIM_FINGERPRINT)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, patient: bool = False) -> JobStore:
@@ -502,3 +355,10 @@ class JobStore:
     def stats(self) -> dict[str, int]:
         """Counters over all jobs: translated, hits, dead."""
         return {k: int(v) for k, v in self.client.hgetall(STATS_KEY).items()}
+
+
+@functools.cache
+def process_store(settings: Settings) -> JobStore:
+    """This process's job store for `settings` (workers, the scheduler): one patient client
+    that rides out Redis restarts."""
+    return JobStore.from_settings(settings, patient=True)

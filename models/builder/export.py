@@ -18,14 +18,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from models.builder import defaults
+from models.builder.hub import Checkpoint, resolve
+from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
+from models.builder.quantize import QuantizeOptions, quantize_decoder
+from models.builder.tokenizer_convert import convert
+from models.builder.validate import ValidateOptions, validate
 from models.bundle import FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
-from models.hub import Checkpoint, resolve
-from models.onnx_graphs import OPSET, export_decoder, export_encoder
-from models.quantize import QuantizeOptions, quantize_decoder
-from models.tokenizer_convert import convert
-from models.validate import ValidateOptions, validate
 
-DEFAULT_TARGET_LANG_TOKEN = ">>cmn_Hans<<"
 ENCODER, DECODER, DECODER_INT8 = "encoder.onnx", "decoder.onnx", "decoder.int8.onnx"
 #: Licence and attribution files carried from the checkpoint into the bundle.
 CARRIED_FILES = ("ATTRIBUTION.md", "LICENSE", "README.md")
@@ -36,7 +36,7 @@ class ExportOptions:
     """What `transqueue export` makes; recorded in bundle.json."""
 
     revision: str | None = None
-    target_lang_token: str | None = DEFAULT_TARGET_LANG_TOKEN
+    target_lang_token: str | None = defaults.TARGET_LANG_TOKEN
     keep_fp32: bool = True
     validate: bool = True
     quantize: QuantizeOptions = field(default_factory=QuantizeOptions)

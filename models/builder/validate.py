@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.defaults import TATOEBA_CORPUS
+from models.builder import defaults
 
-REGRESSION_SET = Path(__file__).resolve().parent / "regression" / "sentences.txt"
-DEFAULT_PARITY_CORPUS = TATOEBA_CORPUS
+REGRESSION_SET = Path(__file__).resolve().parents[1] / "regression" / "sentences.txt"
 HARD_STRINGS = (
     "",
     " ",
@@ -53,10 +52,10 @@ class ValidationError(RuntimeError):
 class ValidateOptions:
     """Thresholds of the validation; recorded in bundle.json."""
 
-    fp32_max_abs_diff: float = 1e-3
-    int8_min_exact: float = 0.5
-    int8_min_agreement: float = 0.8
-    parity_corpus: Path | None = DEFAULT_PARITY_CORPUS
+    fp32_max_abs_diff: float = defaults.FP32_MAX_DIFF
+    int8_min_exact: float = defaults.INT8_MIN_EXACT
+    int8_min_agreement: float = defaults.INT8_MIN_AGREEMENT
+    parity_corpus: Path | None = defaults.TATOEBA_CORPUS
 
 
 def regression_sentences(path: Path = REGRESSION_SET) -> list[str]:

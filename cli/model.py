@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import click
+
+from models.builder import defaults
+
+if TYPE_CHECKING:
+    from models.builder.validate import ValidateOptions
+
+F = TypeVar("F", bound=Callable[..., None])
 
 EXPORT_MODULES = ("torch", "transformers", "sentencepiece", "onnx", "huggingface_hub")
 
@@ -24,10 +33,12 @@ def _require_export_extra() -> None:
         )
 
 
-def _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus):
-    from models.validate import DEFAULT_PARITY_CORPUS, ValidateOptions
+def _validate_options(fp32_max_diff: float, int8_min_exact: float, int8_min_agreement: float,
+                      parity_corpus: str | None) -> ValidateOptions:
+    from models.builder.validate import ValidateOptions
 
-    corpus = None if parity_corpus == "none" else Path(parity_corpus or DEFAULT_PARITY_CORPUS)
+    corpus = (None if parity_corpus == "none"
+              else Path(parity_corpus or defaults.TATOEBA_CORPUS))
     return ValidateOptions(
         fp32_max_abs_diff=fp32_max_diff,
         int8_min_exact=int8_min_exact,
@@ -36,15 +47,18 @@ def _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_
     )
 
 
-def validation_flags(function):
+def validation_flags(function: F) -> F:
     """Attach the validation threshold options shared by export and validate."""
     for option in reversed(
         [
-            click.option("--fp32-max-diff", type=float, default=1e-3, show_default=True,
+            click.option("--fp32-max-diff", type=float, default=defaults.FP32_MAX_DIFF,
+                         show_default=True,
                          help="Fail if an fp32 logit differs from PyTorch by more."),
-            click.option("--int8-min-exact", type=float, default=0.5, show_default=True,
+            click.option("--int8-min-exact", type=float, default=defaults.INT8_MIN_EXACT,
+                         show_default=True,
                          help="Fail if fewer int8 outputs equal fp32 ones (0..1)."),
-            click.option("--int8-min-agreement", type=float, default=0.8, show_default=True,
+            click.option("--int8-min-agreement", type=float,
+                         default=defaults.INT8_MIN_AGREEMENT, show_default=True,
                          help="Fail if int8/fp32 token agreement is lower (0..1)."),
             click.option("--parity-corpus", default=None,
                          help="Tab-separated corpus whose first column is used for tokenizer "
@@ -61,7 +75,7 @@ def validation_flags(function):
 @click.option("--out", "-o", type=click.Path(path_type=Path), required=True,
               help="Bundle directory to create (replaced if it exists).")
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option("--target-lang-token", default=">>cmn_Hans<<", show_default=True,
+@click.option("--target-lang-token", default=defaults.TARGET_LANG_TOKEN, show_default=True,
               help="Token put before every source sentence, if the vocabulary has it.")
 @click.option("--no-target-lang-token", is_flag=True, help="Put no language token first.")
 @click.option("--int8-only", is_flag=True, help="Keep only the int8 decoder (deployment).")
@@ -75,14 +89,16 @@ def validation_flags(function):
 @click.option("--skip-validation", is_flag=True,
               help="Do not compare with PyTorch (recorded in bundle.json); for quick trials.")
 @validation_flags
-def export_command(source, out, revision, target_lang_token, no_target_lang_token, int8_only,
-                   per_channel, reduce_range, op_types, quantize_embeddings, skip_validation,
-                   fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus):
+def export_command(source: str, out: Path, revision: str | None, target_lang_token: str,
+                   no_target_lang_token: bool, int8_only: bool, per_channel: bool,
+                   reduce_range: bool, op_types: str, quantize_embeddings: bool,
+                   skip_validation: bool, fp32_max_diff: float, int8_min_exact: float,
+                   int8_min_agreement: float, parity_corpus: str | None) -> None:
     """Export a MarianMT checkpoint (directory or hub id) to a validated ONNX bundle."""
     _require_export_extra()
-    from models.export import ExportError, ExportOptions, export, size_report
-    from models.hub import SourceError
-    from models.quantize import QuantizeOptions
+    from models.builder.export import ExportError, ExportOptions, export, size_report
+    from models.builder.hub import SourceError
+    from models.builder.quantize import QuantizeOptions
 
     options = ExportOptions(
         revision=revision,
@@ -110,14 +126,15 @@ def export_command(source, out, revision, target_lang_token, no_target_lang_toke
 @click.option("--reference", required=True, help="The checkpoint (directory or hub id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @validation_flags
-def validate_command(bundle, reference, as_json, fp32_max_diff, int8_min_exact,
-                     int8_min_agreement, parity_corpus):
+def validate_command(bundle: Path, reference: str, as_json: bool, fp32_max_diff: float,
+                     int8_min_exact: float, int8_min_agreement: float,
+                     parity_corpus: str | None) -> None:
     """Check a bundle against its PyTorch checkpoint: logits, greedy ids, int8, tokenizer."""
     _require_export_extra()
+    from models.builder.export import size_report
+    from models.builder.hub import SourceError, resolve
+    from models.builder.validate import ValidationError, validate
     from models.bundle import BundleError, read_manifest
-    from models.export import size_report
-    from models.hub import SourceError, resolve
-    from models.validate import ValidationError, validate
 
     options = _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus)
     try:
@@ -130,3 +147,6 @@ def validate_command(bundle, reference, as_json, fp32_max_diff, int8_min_exact,
     else:
         click.echo(size_report(bundle, {**manifest.data, "validation": report}))
     click.echo("validation passed")
+
+
+COMMANDS = (export_command, validate_command)

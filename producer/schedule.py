@@ -20,13 +20,12 @@ from typing import Any
 
 from celery.schedules import crontab
 
+from store.queues import SCAN_TASK
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: JSON schedules only
     tomllib = None
-
-SCAN_TASK = "transqueue.scan_inbox"
-
 
 class ScheduleError(ValueError):
     """The schedule file is not valid; the message names the file and the entry."""

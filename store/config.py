@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from worker import defaults
+from models.defaults import PRECISIONS
+from store import defaults
 
+#: The Celery pools a worker may run (TRANSQUEUE_POOL).
 POOLS = ("prefork", "solo", "threads")
-PRECISIONS = ("int8", "fp32")
 POISON_MODES = ("raise", "exit")
 
 
@@ -21,7 +22,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything a worker, a producer command or beat needs; defaults in `worker.defaults`."""
+    """Everything a worker, a producer command or the scheduler needs; defaults in
+    `store.defaults`."""
 
     redis_url: str = defaults.REDIS_URL
     bundle: str = defaults.BUNDLE

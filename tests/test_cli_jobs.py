@@ -1,4 +1,4 @@
-"""producer.cmd_jobs: the job commands against a real redis-server (no workers needed)."""
+"""cli.jobs: the job commands against a real redis-server (no workers needed)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 from click.testing import CliRunner
 
-from producer.cli import main
-from worker.config import Settings
-from worker.jobstore import JobStore
+from cli import main
+from store.config import Settings
+from store.jobstore import JobStore
 
 pytest_plugins = ["distributed_support"]
 

@@ -1,6 +1,6 @@
 """Train the demo en→zh Marian model from the Tatoeba corpus in ../shared/data/en-zh.
 
-    python -m models.train_demo [--corpus PATH] [--work build/train-demo] [--out DIR]
+    python -m models.demo.train [--corpus PATH] [--work build/train-demo] [--out DIR]
 
 Reproducible (fixed seeds, single-threaded SentencePiece, deterministic batching) and
 resumable: the state is saved after every epoch in --work, and a rerun continues from
@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models.defaults import TATOEBA_CORPUS
-from models.marian_dir import (
+from models.builder import defaults
+from models.builder.marian_dir import (
     PAD,
     SpmOptions,
     build_shared_vocab,
@@ -37,16 +37,15 @@ from models.marian_dir import (
     write_tokenizer_files,
 )
 
-DEFAULT_CORPUS = TATOEBA_CORPUS
+DEFAULT_CORPUS = defaults.TATOEBA_CORPUS
 DEFAULT_WORK = Path("build/train-demo")
-DEFAULT_OUT = Path(__file__).resolve().parent / "demo" / "checkpoint"
-TARGET_LANG_TOKEN = ">>cmn_Hans<<"
+DEFAULT_OUT = Path(__file__).resolve().parent / "checkpoint"
 SEED = 20261130
 
 ATTRIBUTION = """\
 # Demo en→zh model: data attribution
 
-Trained by `python -m models.train_demo` on English–Chinese sentence pairs from the
+Trained by `python -m models.demo.train` on English–Chinese sentence pairs from the
 Tatoeba Project (https://tatoeba.org), as packaged by www.manythings.org/anki
 (`cmn.txt`, Simplified-script conversion). License: CC BY 2.0 FR
 (https://creativecommons.org/licenses/by/2.0/fr/).
@@ -119,14 +118,14 @@ def prepare_tokenizers(train: list[tuple[str, str]], out: Path, options: TrainOp
         SpmOptions(options.target_vocab, character_coverage=0.9995),
     )
     vocab = build_shared_vocab(
-        spm_pieces(out / "source.spm"), spm_pieces(out / "target.spm"), [TARGET_LANG_TOKEN]
+        spm_pieces(out / "source.spm"), spm_pieces(out / "target.spm"), [defaults.TARGET_LANG_TOKEN]
     )
     write_tokenizer_files(out, out / "source.spm", out / "target.spm", vocab, "en", "zh")
 
 
 def encode_pairs(pairs: list[tuple[str, str]], tokenizer) -> list[tuple[list[int], list[int]]]:
     """Token ids for each pair: source with the language token and eos, target with eos."""
-    sources = tokenizer([f"{TARGET_LANG_TOKEN} {en}" for en, _ in pairs]).input_ids
+    sources = tokenizer([f"{defaults.TARGET_LANG_TOKEN} {en}" for en, _ in pairs]).input_ids
     targets = tokenizer(text_target=[zh for _, zh in pairs]).input_ids
     return list(zip(sources, targets, strict=True))
 

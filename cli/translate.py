@@ -8,12 +8,13 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from models.defaults import PRECISION, PRECISIONS
+from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files
 from producer.pipeline import (
     RunOptions,
     RunReport,
-    SentenceTranslator,
     read_tasks,
     stream_units,
     translate_files,
@@ -57,8 +58,8 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
 )
 @click.option(
     "--precision",
-    type=click.Choice(["int8", "fp32"]),
-    default="int8",
+    type=click.Choice(PRECISIONS),
+    default=PRECISION,
     show_default=True,
     help="Decoder precision.",
 )
@@ -118,3 +119,6 @@ def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:
             sys.stdout.buffer.flush()
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
+
+
+COMMANDS = (translate_command,)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from producer.cli import main
+from cli import main
 from producer.documents import ReadOptions, read_document
 
 TRANSQUEUE = Path(sys.executable).with_name("transqueue")

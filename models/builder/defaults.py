@@ -1,0 +1,25 @@
+"""Defaults of model building (export, quantization, validation), each documented.
+
+`transqueue export` and `transqueue validate` take each of them as an option.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Token put before every source sentence when the vocabulary has it: opus-mt-en-zh's model
+#: card asks for ``>>cmn_Hans<<`` (Simplified Mandarin), id 5 in its vocabulary.
+TARGET_LANG_TOKEN = ">>cmn_Hans<<"
+
+#: Validation fails if any fp32 logit differs from PyTorch's by more than this.
+FP32_MAX_DIFF = 1e-3
+
+#: Validation fails if fewer int8 outputs than this share (0..1) equal the fp32 ones.
+INT8_MIN_EXACT = 0.5
+
+#: Validation fails if int8/fp32 token agreement is lower than this (0..1).
+INT8_MIN_AGREEMENT = 0.8
+
+#: The Tatoeba en-zh corpus beside the checkout (CC BY 2.0 FR, ../shared/data/en-zh): the
+#: default tokenizer-parity corpus of the validation and the demo model's training data.
+TATOEBA_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "en-zh" / "cmn_hans.txt"

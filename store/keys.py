@@ -1,0 +1,107 @@
+"""Every Redis key transqueue builds, in one place (Celery's own queue keys aside).
+
+All keys start with `store.defaults.KEY_PREFIX` ("tq"):
+
+- ``tq:job:<id>`` and ``tq:job:<id>:<part>``: one job (`JobKeys`);
+- ``tq:jobs`` (sorted set of job ids by creation time), ``tq:stats`` (counters over all
+  jobs), ``tq:orphans`` (chunks that arrived for no known job);
+- ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`);
+- ``tq:inbox:<name>:runs|seen|lock``: one scheduled inbox entry (`InboxKeys`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from store.defaults import KEY_PREFIX
+
+JOBS_KEY = f"{KEY_PREFIX}:jobs"
+STATS_KEY = f"{KEY_PREFIX}:stats"
+ORPHANS_KEY = f"{KEY_PREFIX}:orphans"
+
+
+def tm_key(sentence: str, fingerprint: str) -> str:
+    """Redis key of the translation memory entry of `sentence` under a model fingerprint.
+
+    The sentence is hashed exactly as it is, like `transqueue translate` remembers it within
+    a run: two spellings that a tokenizer would normalize alike are still two entries, so a
+    memory hit never depends on the tokenizer and both paths produce the same output.
+    """
+    digest = hashlib.sha256(f"{fingerprint}\0{sentence}".encode()).hexdigest()
+    return f"{KEY_PREFIX}:tm:{digest}"
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """The Redis keys of one job."""
+
+    job_id: str
+
+    @property
+    def meta(self) -> str:
+        """Hash of the job's counters and settings."""
+        return f"{KEY_PREFIX}:job:{self.job_id}"
+
+    def _sub(self, name: str) -> str:
+        return f"{self.meta}:{name}"
+
+    @property
+    def docs(self) -> str:
+        """Hash: document number -> DocumentRecord JSON."""
+        return self._sub("docs")
+
+    @property
+    def layouts(self) -> str:
+        """Hash: document number -> the document's segments and layout, as submitted."""
+        return self._sub("layouts")
+
+    @property
+    def results(self) -> str:
+        """Hash: slot -> translated text."""
+        return self._sub("results")
+
+    @property
+    def dead(self) -> str:
+        """Hash: slot -> DeadLetter JSON."""
+        return self._sub("dead")
+
+    @property
+    def deliveries(self) -> str:
+        """Hash: chunk number -> times the chunk was delivered to a worker."""
+        return self._sub("deliveries")
+
+    @property
+    def errors(self) -> str:
+        """List of job error JSON, newest first."""
+        return self._sub("errors")
+
+    def all(self) -> tuple[str, ...]:
+        """Every key of the job."""
+        return (self.meta, self.docs, self.layouts, self.results, self.dead,
+                self.deliveries, self.errors)
+
+
+@dataclass(frozen=True)
+class InboxKeys:
+    """The Redis keys of one scheduled inbox entry."""
+
+    name: str
+
+    def _sub(self, what: str) -> str:
+        return f"{KEY_PREFIX}:inbox:{self.name}:{what}"
+
+    @property
+    def runs(self) -> str:
+        """Hash: run id -> InboxRun JSON."""
+        return self._sub("runs")
+
+    @property
+    def seen(self) -> str:
+        """Hash: file name (relative to the inbox) -> sha256 of the content delivered."""
+        return self._sub("seen")
+
+    @property
+    def lock(self) -> str:
+        """The lock that keeps runs of the entry from overlapping."""
+        return self._sub("lock")

@@ -1,0 +1,97 @@
+"""The Celery wiring both sides share: task names, queues and the app configuration.
+
+Producers send tasks by name (`send_chunks`), workers and the scheduler register them on
+apps made by `make_app`, so neither side imports the other's code. The translation
+chunks travel on TRANSQUEUE_QUEUE, consumed by `worker`; the inbox scan and delivery tasks
+on TRANSQUEUE_INBOX_QUEUE, consumed by the scheduler (`producer.scheduler`), so that a
+delivery never waits behind queued chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from celery import Celery
+from kombu import Queue
+
+from store.config import Settings, env_settings
+
+TRANSLATE_TASK = "transqueue.translate_chunk"
+DELIVER_TASK = "transqueue.deliver_inbox_job"
+SCAN_TASK = "transqueue.scan_inbox"
+INBOX_TASKS = (SCAN_TASK, DELIVER_TASK)
+
+#: Which queue an app consumes: the translation chunks, or the inbox tasks.
+CHUNKS, INBOX = "chunks", "inbox"
+
+
+def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
+    """Celery settings for the distributed path; see the comments for the why of each."""
+    consumed = settings.inbox_queue if consumes == INBOX else settings.queue
+    return {
+        "broker_url": settings.redis_url,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,  # ride out a Redis restart, however long
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout,
+            "unacked_restore_interval": settings.restore_interval,
+            "unacked_restore_throttle": 1,
+        },
+        # JSON only: a message can never make a worker unpickle anything.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "event_serializer": "json",
+        # Results live in the job store, not in a Celery result backend.
+        "task_ignore_result": True,
+        # A chunk is acked only after its results are written; a lost worker's chunk goes back.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_default_queue": settings.queue,
+        # Each app consumes its own queue; the inbox tasks are routed to theirs by name.
+        "task_queues": (Queue(consumed),),
+        "task_routes": {task: {"queue": settings.inbox_queue} for task in INBOX_TASKS},
+        "worker_pool": settings.pool,
+        "worker_concurrency": settings.concurrency,
+        "worker_max_memory_per_child": settings.max_memory_per_child,
+        # Events for Flower.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "timezone": "UTC",
+    }
+
+
+def make_app(include: Sequence[str] = (), consumes: str = CHUNKS,
+             extra: Callable[[Settings], dict[str, Any]] | None = None) -> Celery:
+    """A Celery app configured from the environment when first used (so that importing it
+    never fails on a bad variable), with the task modules `include` and `extra` settings."""
+    app = Celery("transqueue", include=list(include))
+
+    def config() -> dict[str, Any]:
+        settings = env_settings()
+        return {**celery_config(settings, consumes), **(extra(settings) if extra else {})}
+
+    app.add_defaults(config)
+    return app
+
+
+#: The producers' app: it only sends tasks (chunks), by name.
+client = make_app()
+
+
+def send_chunks(settings: Settings, job_id: str, chunks: Sequence[Sequence[tuple[int, str]]]
+                ) -> None:
+    """Queue the chunks of a job, numbered from 0, on the chunk queue."""
+    with client.connection_for_write(settings.redis_url) as connection:
+        for n, chunk in enumerate(chunks):
+            client.send_task(TRANSLATE_TASK, args=[job_id, n, chunk], connection=connection,
+                             queue=settings.queue)
+
+
+def queue_length(settings: Settings, queue: str) -> int:
+    """Messages waiting in a Celery queue on the Redis broker."""
+    with client.connection_for_read(settings.redis_url) as connection:
+        return connection.default_channel.queue_declare(queue=queue).message_count

@@ -1,0 +1,93 @@
+"""The Lua scripts of the job store: each runs atomically inside Redis.
+
+A result or dead letter is written, counted and, for the last slot, the job finalized, in
+one script, so a redelivered chunk or a retried write never counts twice and exactly one
+write finalizes a job. `store.jobstore.JobStore` registers and calls them.
+"""
+
+from __future__ import annotations
+
+FINALIZE = """
+local function finalize(job, now)
+  local h = redis.call('HMGET', job, 'total', 'done', 'dead', 'state')
+  local done = tonumber(h[2] or '0')
+  local dead = tonumber(h[3] or '0')
+  if h[4] == 'cancelled' or done + dead < tonumber(h[1]) then return 0 end
+  if redis.call('HSETNX', job, 'finished_at', now) == 0 then return 0 end
+  if dead > 0 then redis.call('HSET', job, 'state', 'partial')
+  else redis.call('HSET', job, 'state', 'done') end
+  return 1
+end
+local function expire_all(first, ttl)
+  for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+end
+"""
+
+# KEYS: job, results, dead, stats, tm, then every job key to keep alive.
+# ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
+# Returns {written, finalized}; written is -1 when the job does not exist.
+RECORD = FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
+redis.call('HINCRBY', KEYS[1], 'done', 1)
+if ARGV[3] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'hits', 1)
+  redis.call('HINCRBY', KEYS[4], 'hits', 1)
+else
+  redis.call('HINCRBY', KEYS[4], 'translated', 1)
+end
+redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[6])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4])
+if redis.call('HGET', KEYS[1], 'state') == 'queued' then
+  redis.call('HSET', KEYS[1], 'state', 'running')
+end
+expire_all(6, ARGV[5])
+return {1, finalize(KEYS[1], ARGV[4])}
+"""
+
+# KEYS: job, results, dead, stats, then every job key to keep alive.
+# ARGV: slot, dead letter JSON, now, result_ttl.
+DEAD = FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
+if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
+redis.call('HINCRBY', KEYS[1], 'dead', 1)
+redis.call('HINCRBY', KEYS[4], 'dead', 1)
+expire_all(5, ARGV[4])
+return {1, finalize(KEYS[1], ARGV[3])}
+"""
+
+# KEYS: job. ARGV: now. Finalizes a job whose slots are all settled (e.g. a job with none).
+TRY_FINALIZE = FINALIZE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return finalize(KEYS[1], ARGV[1])
+"""
+
+
+# KEYS: job, deliveries. ARGV: chunk, ttl. Counts a delivery of a chunk of an existing job
+# (0 if the job is gone: nothing is created), the counter expiring with the job.
+COUNT_DELIVERY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return n
+"""
+
+# KEYS: job. ARGV: fingerprint. The job's fingerprint, set first if unset; nil (and nothing
+# created) if the job is gone, so an expired job is never re-created as a hash without state.
+CLAIM_FINGERPRINT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSETNX', KEYS[1], 'fingerprint', ARGV[1])
+return redis.call('HGET', KEYS[1], 'fingerprint')
+"""
+
+# KEYS: job. ARGV: now. Cancels an unfinished job. Cancelling and finalizing both claim
+# 'finished_at' with HSETNX, so exactly one of them wins: a job that has just finished is
+# never turned into a cancelled one, nor a cancelled one finalized.
+CANCEL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[1], 'finished_at', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'cancelled')
+return 1
+"""

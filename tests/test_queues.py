@@ -1,0 +1,58 @@
+"""store.queues: the Celery settings of the distributed path, and which app consumes what."""
+
+from __future__ import annotations
+
+import json
+
+from celery.app.utils import find_app
+
+from producer import scheduler
+from store.config import Settings
+from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, TRANSLATE_TASK, celery_config, make_app
+from worker.celery import app
+
+
+def test_json_only_late_acks_prefetch_one():
+    config = celery_config(Settings(visibility_timeout=1234, restore_interval=2))
+    assert config["accept_content"] == ["json"]
+    assert config["task_serializer"] == config["result_serializer"] == "json"
+    assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
+    assert config["worker_prefetch_multiplier"] == 1
+    assert config["broker_transport_options"]["visibility_timeout"] == 1234
+    assert config["broker_transport_options"]["unacked_restore_interval"] == 2
+    assert config["task_ignore_result"]
+    assert "beat_schedule" not in config
+
+
+def test_the_scheduler_beat_schedule_comes_from_the_schedule_file(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o",
+                                           "schedule": 60}]}), encoding="utf-8")
+    config = scheduler.beat_config(Settings(schedule=str(path)))
+    assert config["beat_schedule"]["inbox:a"]["schedule"] == 60.0
+    assert scheduler.beat_config(Settings()) == {}
+
+
+def test_celery_dash_a_worker_finds_the_app():
+    assert find_app("worker") is app
+    assert find_app("producer.scheduler") is scheduler.app
+
+
+def test_workers_consume_chunks_and_the_scheduler_the_inbox_tasks(monkeypatch):
+    monkeypatch.setenv("TRANSQUEUE_QUEUE", "chunks")
+    monkeypatch.setenv("TRANSQUEUE_INBOX_QUEUE", "inbox")
+    monkeypatch.setattr("store.queues.env_settings", lambda: Settings.from_env())
+    workers, inbox = make_app(), make_app(consumes=INBOX)
+    assert set(workers.amqp.queues) == {"chunks"}
+    assert set(inbox.amqp.queues) == {"inbox"}
+    for task, queue in ((SCAN_TASK, "inbox"), (DELIVER_TASK, "inbox"), (TRANSLATE_TASK, "chunks")):
+        assert workers.amqp.router.route({}, task)["queue"].name == queue
+
+
+def test_workers_register_only_the_chunk_task_and_the_scheduler_only_inbox_tasks():
+    import worker.tasks  # noqa: F401  (what `celery -A worker worker` imports: conf.include)
+
+    assert app.conf.include == ["worker.tasks"]
+    assert TRANSLATE_TASK in app.tasks and SCAN_TASK not in app.tasks
+    assert {SCAN_TASK, DELIVER_TASK} <= set(scheduler.app.tasks)
+    assert TRANSLATE_TASK not in scheduler.app.tasks
