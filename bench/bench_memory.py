@@ -78,7 +78,10 @@ def main() -> None:
     for precision in ("int8", "fp32"):
         out = subprocess.run(
             [sys.executable, "-c", PROBE, str(bundle), precision],
-            check=True, capture_output=True, text=True, cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
         ).stdout
         lines.append(f"| {precision} | {json.loads(out.splitlines()[-1])['peak_rss_mb']:.0f} |")
     publish("\n".join(lines), args.record)

@@ -53,7 +53,7 @@ class Measurement:
     name: str
     sentences: int
     seconds: float
-    peak_rss_mb: float    # the largest single process
+    peak_rss_mb: float  # the largest single process
     peak_total_mb: float  # the whole worker (parent and pool children), as a container sees it
 
     @property
@@ -102,17 +102,16 @@ def run_job(store: JobStore, sentences: list[str]) -> float:
     """Submit `sentences` as one job and return the seconds until it is finished."""
     source = Source("bench.txt", "txt", "\n".join(sentences))
     started = time.perf_counter()
-    job_id = submit(store, [(source, parse_source(source, ReadOptions()))],
-                    ReadOptions(), out="", origin="bench")
+    job_id = submit(
+        store, [(source, parse_source(source, ReadOptions()))], ReadOptions(), out="", origin="bench"
+    )
     wait_for(lambda: store.info(job_id).finished, "the job", timeout=3600, interval=0.05)
     return time.perf_counter() - started
 
 
-def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str],
-            log_dir: Path) -> Measurement:
+def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str], log_dir: Path) -> Measurement:
     options, threads = CANDIDATES[name]
-    env = {"TRANSQUEUE_REDIS_URL": redis.url, "TRANSQUEUE_BUNDLE": bundle,
-           "TRANSQUEUE_THREADS": str(threads)}
+    env = {"TRANSQUEUE_REDIS_URL": redis.url, "TRANSQUEUE_BUNDLE": bundle, "TRANSQUEUE_THREADS": str(threads)}
     redis.client().flushall()
     worker = Worker(name, env, log_dir, options=options).start()
     peak = total = 0.0
@@ -140,10 +139,15 @@ def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str],
 
 def report(results: list[Measurement]) -> str:
     best = max(r.rate for r in results)
-    lines = ["| pool | sentences/s | ratio to best | peak RSS, largest process (MB) | "
-             "peak RSS, whole worker (MB) |", "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r.name} | {r.rate:.2f} | {r.rate / best:.2f} | {r.peak_rss_mb:.0f} | "
-              f"{r.peak_total_mb:.0f} |" for r in results]
+    lines = [
+        "| pool | sentences/s | ratio to best | peak RSS, largest process (MB) | "
+        "peak RSS, whole worker (MB) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r.name} | {r.rate:.2f} | {r.rate / best:.2f} | {r.peak_rss_mb:.0f} | {r.peak_total_mb:.0f} |"
+        for r in results
+    ]
     return "\n".join(lines)
 
 
@@ -160,12 +164,10 @@ def main() -> None:
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
         try:
-            results = [measure(name, redis, args.bundle, sentences, Path(tmp))
-                       for name in args.pools]
+            results = [measure(name, redis, args.bundle, sentences, Path(tmp)) for name in args.pools]
         finally:
             redis.kill()
-    publish(report(results), args.record,
-            f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")
+    publish(report(results), args.record, f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")
 
 
 if __name__ == "__main__":

@@ -29,12 +29,14 @@ STDIN_ORIGIN = "stdin"
 
 @click.command("submit")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Directory the translations are fetched to (required for files).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory the translations are fetched to (required for files).",
+)
 @click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
-def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...],
-                   reflow: bool) -> None:
+def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...], reflow: bool) -> None:
     """Queue PATH... (files, directories, or '-' for stdin) for the workers; print the job id.
 
     Inputs are read as `transqueue translate` reads them (stdin: one unit per line, a JSONL
@@ -86,8 +88,10 @@ def status_command(job_id: str) -> None:
         lines.append(f"output       {info.out}")
     click.echo("\n".join(lines))
     for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
-        click.echo(f"  sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} "
-                   f"deliveries): {letter.reason}\n    {letter.text!r}")
+        click.echo(
+            f"  sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} "
+            f"deliveries): {letter.reason}\n    {letter.text!r}"
+        )
     errors = store.errors(job_id)
     click.echo(f"errors       {len(errors)}")
     for error in errors:
@@ -109,14 +113,18 @@ def wait_command(job_id: str) -> None:
     if info.state == CANCELLED:
         raise click.ClickException(f"job {job_id} was cancelled")
     if info.state == PARTIAL:
-        raise click.ClickException(f"job {job_id} finished with {info.dead} dead letters; "
-                                   f"see `transqueue status {job_id}`")
+        raise click.ClickException(
+            f"job {job_id} finished with {info.dead} dead letters; see `transqueue status {job_id}`"
+        )
 
 
 @click.command("fetch")
 @click.argument("job_id")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Write here instead of the directory given at submit.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write here instead of the directory given at submit.",
+)
 @click.option("--follow", is_flag=True, help="Wait, writing documents in order as they finish.")
 def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     """Write a job's finished documents (all of them with --follow).
@@ -135,8 +143,9 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     try:
         if not stream:
             refuse_overwriting_inputs(store.documents(job_id), out_dir)
-        for rendered in iter_documents(store, job_id, follow=follow,
-                                       poll_interval=store.settings.poll_interval):
+        for rendered in iter_documents(
+            store, job_id, follow=follow, poll_interval=store.settings.poll_interval
+        ):
             if rendered.text is None:
                 if stream:
                     break
@@ -154,8 +163,11 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     unit = "records" if stream else "documents"
     click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
     if written < info.documents:
-        click.echo(f"job {job_id} is {job_info(store, job_id).state}: the others are not finished "
-                   "yet (fetch again, or use --follow)", err=True)
+        click.echo(
+            f"job {job_id} is {job_info(store, job_id).state}: the others are not finished "
+            "yet (fetch again, or use --follow)",
+            err=True,
+        )
     for name, letter in dead:
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
     if dead:
@@ -166,16 +178,20 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
 def jobs_command() -> None:
     """List the known jobs, oldest first."""
     store = cli_store()
-    click.echo(f"{'JOB':12}  {'STATE':9}  {'SETTLED':>15}  {'DOCS':>5}  {'HITS':>6}  "
-               f"{'DEAD':>5}  {'CREATED (UTC)':19}  ORIGIN")
+    click.echo(
+        f"{'JOB':12}  {'STATE':9}  {'SETTLED':>15}  {'DOCS':>5}  {'HITS':>6}  "
+        f"{'DEAD':>5}  {'CREATED (UTC)':19}  ORIGIN"
+    )
     for job_id in store.job_ids():
         info = store.info(job_id)
         if info is None:
             continue
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info.created))
-        click.echo(f"{job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
-                   f"{info.documents:>5}  {info.hits:>6}  {info.dead:>5}  {created}  "
-                   f"{info.origin}")
+        click.echo(
+            f"{job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
+            f"{info.documents:>5}  {info.hits:>6}  {info.dead:>5}  {created}  "
+            f"{info.origin}"
+        )
     orphans = len(list(store.orphans()))
     if orphans:
         click.echo(f"{orphans} chunks arrived for jobs that no longer exist")
@@ -192,5 +208,4 @@ def cancel_command(job_id: str) -> None:
     click.echo(f"cancelled {job_id}")
 
 
-COMMANDS = (submit_command, status_command, wait_command, fetch_command, jobs_command,
-            cancel_command)
+COMMANDS = (submit_command, status_command, wait_command, fetch_command, jobs_command, cancel_command)

@@ -33,12 +33,12 @@ def _require_export_extra() -> None:
         )
 
 
-def _validate_options(fp32_max_diff: float, int8_min_exact: float, int8_min_agreement: float,
-                      parity_corpus: str | None) -> ValidateOptions:
+def _validate_options(
+    fp32_max_diff: float, int8_min_exact: float, int8_min_agreement: float, parity_corpus: str | None
+) -> ValidateOptions:
     from models.builder.validate import ValidateOptions
 
-    corpus = (None if parity_corpus == "none"
-              else Path(parity_corpus or defaults.TATOEBA_CORPUS))
+    corpus = None if parity_corpus == "none" else Path(parity_corpus or defaults.TATOEBA_CORPUS)
     return ValidateOptions(
         fp32_max_abs_diff=fp32_max_diff,
         int8_min_exact=int8_min_exact,
@@ -51,19 +51,34 @@ def validation_flags(function: F) -> F:
     """Attach the validation threshold options shared by export and validate."""
     for option in reversed(
         [
-            click.option("--fp32-max-diff", type=float, default=defaults.FP32_MAX_DIFF,
-                         show_default=True,
-                         help="Fail if an fp32 logit differs from PyTorch by more."),
-            click.option("--int8-min-exact", type=float, default=defaults.INT8_MIN_EXACT,
-                         show_default=True,
-                         help="Fail if fewer int8 outputs equal fp32 ones (0..1)."),
-            click.option("--int8-min-agreement", type=float,
-                         default=defaults.INT8_MIN_AGREEMENT, show_default=True,
-                         help="Fail if int8/fp32 token agreement is lower (0..1)."),
-            click.option("--parity-corpus", default=None,
-                         help="Tab-separated corpus whose first column is used for tokenizer "
-                              "parity; 'none' to skip. Default: ../shared/data/en-zh/cmn_hans.txt "
-                              "when present."),
+            click.option(
+                "--fp32-max-diff",
+                type=float,
+                default=defaults.FP32_MAX_DIFF,
+                show_default=True,
+                help="Fail if an fp32 logit differs from PyTorch by more.",
+            ),
+            click.option(
+                "--int8-min-exact",
+                type=float,
+                default=defaults.INT8_MIN_EXACT,
+                show_default=True,
+                help="Fail if fewer int8 outputs equal fp32 ones (0..1).",
+            ),
+            click.option(
+                "--int8-min-agreement",
+                type=float,
+                default=defaults.INT8_MIN_AGREEMENT,
+                show_default=True,
+                help="Fail if int8/fp32 token agreement is lower (0..1).",
+            ),
+            click.option(
+                "--parity-corpus",
+                default=None,
+                help="Tab-separated corpus whose first column is used for tokenizer "
+                "parity; 'none' to skip. Default: ../shared/data/en-zh/cmn_hans.txt "
+                "when present.",
+            ),
         ]
     ):
         function = option(function)
@@ -72,28 +87,64 @@ def validation_flags(function: F) -> F:
 
 @click.command("export")
 @click.argument("source")
-@click.option("--out", "-o", type=click.Path(path_type=Path), required=True,
-              help="Bundle directory to create (replaced if it exists).")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Bundle directory to create (replaced if it exists).",
+)
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option("--target-lang-token", default=defaults.TARGET_LANG_TOKEN, show_default=True,
-              help="Token put before every source sentence, if the vocabulary has it.")
+@click.option(
+    "--target-lang-token",
+    default=defaults.TARGET_LANG_TOKEN,
+    show_default=True,
+    help="Token put before every source sentence, if the vocabulary has it.",
+)
 @click.option("--no-target-lang-token", is_flag=True, help="Put no language token first.")
 @click.option("--int8-only", is_flag=True, help="Keep only the int8 decoder (deployment).")
-@click.option("--per-channel/--per-tensor", default=True, show_default=True,
-              help="int8 weight scales per output channel or per tensor.")
+@click.option(
+    "--per-channel/--per-tensor",
+    default=True,
+    show_default=True,
+    help="int8 weight scales per output channel or per tensor.",
+)
 @click.option("--reduce-range", is_flag=True, help="7-bit weights (older CPUs without VNNI).")
-@click.option("--op-types", default="MatMul", show_default=True,
-              help="Comma-separated op types that onnxruntime quantizes.")
-@click.option("--quantize-embeddings/--no-quantize-embeddings", default=True, show_default=True,
-              help="Store the tied embedding/lm_head once as int8 in the int8 decoder.")
-@click.option("--skip-validation", is_flag=True,
-              help="Do not compare with PyTorch (recorded in bundle.json); for quick trials.")
+@click.option(
+    "--op-types",
+    default="MatMul",
+    show_default=True,
+    help="Comma-separated op types that onnxruntime quantizes.",
+)
+@click.option(
+    "--quantize-embeddings/--no-quantize-embeddings",
+    default=True,
+    show_default=True,
+    help="Store the tied embedding/lm_head once as int8 in the int8 decoder.",
+)
+@click.option(
+    "--skip-validation",
+    is_flag=True,
+    help="Do not compare with PyTorch (recorded in bundle.json); for quick trials.",
+)
 @validation_flags
-def export_command(source: str, out: Path, revision: str | None, target_lang_token: str,
-                   no_target_lang_token: bool, int8_only: bool, per_channel: bool,
-                   reduce_range: bool, op_types: str, quantize_embeddings: bool,
-                   skip_validation: bool, fp32_max_diff: float, int8_min_exact: float,
-                   int8_min_agreement: float, parity_corpus: str | None) -> None:
+def export_command(
+    source: str,
+    out: Path,
+    revision: str | None,
+    target_lang_token: str,
+    no_target_lang_token: bool,
+    int8_only: bool,
+    per_channel: bool,
+    reduce_range: bool,
+    op_types: str,
+    quantize_embeddings: bool,
+    skip_validation: bool,
+    fp32_max_diff: float,
+    int8_min_exact: float,
+    int8_min_agreement: float,
+    parity_corpus: str | None,
+) -> None:
     """Export a MarianMT checkpoint (directory or hub id) to a validated ONNX bundle."""
     _require_export_extra()
     from models.builder.export import ExportError, ExportOptions, export, size_report
@@ -111,8 +162,7 @@ def export_command(source: str, out: Path, revision: str | None, target_lang_tok
             op_types=tuple(t.strip() for t in op_types.split(",") if t.strip()),
             quantize_embeddings=quantize_embeddings,
         ),
-        validation=_validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement,
-                                     parity_corpus),
+        validation=_validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus),
     )
     try:
         manifest = export(source, out, options)
@@ -126,9 +176,15 @@ def export_command(source: str, out: Path, revision: str | None, target_lang_tok
 @click.option("--reference", required=True, help="The checkpoint (directory or hub id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @validation_flags
-def validate_command(bundle: Path, reference: str, as_json: bool, fp32_max_diff: float,
-                     int8_min_exact: float, int8_min_agreement: float,
-                     parity_corpus: str | None) -> None:
+def validate_command(
+    bundle: Path,
+    reference: str,
+    as_json: bool,
+    fp32_max_diff: float,
+    int8_min_exact: float,
+    int8_min_agreement: float,
+    parity_corpus: str | None,
+) -> None:
     """Check a bundle against its PyTorch checkpoint: logits, greedy ids, int8, tokenizer."""
     _require_export_extra()
     from models.builder.export import size_report

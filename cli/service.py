@@ -15,15 +15,20 @@ from store.config import POOLS
 
 
 @click.command("worker", context_settings={"ignore_unknown_options": True})
-@click.option("--pool", type=click.Choice(POOLS),
-              help=f"Celery pool [TRANSQUEUE_POOL, default {defaults.POOL}].")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1),
-              help=f"Processes or threads [TRANSQUEUE_CONCURRENCY, default "
-                   f"{defaults.CONCURRENCY}].")
+@click.option(
+    "--pool", type=click.Choice(POOLS), help=f"Celery pool [TRANSQUEUE_POOL, default {defaults.POOL}]."
+)
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help=f"Processes or threads [TRANSQUEUE_CONCURRENCY, default {defaults.CONCURRENCY}].",
+)
 @click.option("--loglevel", default="info", show_default=True)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def worker_command(pool: str | None, concurrency: int | None, loglevel: str,
-                   celery_args: tuple[str, ...]) -> None:
+def worker_command(
+    pool: str | None, concurrency: int | None, loglevel: str, celery_args: tuple[str, ...]
+) -> None:
     """Start a Celery worker with transqueue's defaults (extra arguments go to Celery).
 
     The same as `celery -A worker worker`; configure it with TRANSQUEUE_* variables
@@ -33,16 +38,24 @@ def worker_command(pool: str | None, concurrency: int | None, loglevel: str,
     from worker.celery import app
 
     settings = cli_settings()
-    app.worker_main([
-        "worker", f"--pool={pool or settings.pool}",
-        f"--concurrency={concurrency or settings.concurrency}", f"--loglevel={loglevel}",
-        *celery_args,
-    ])
+    app.worker_main(
+        [
+            "worker",
+            f"--pool={pool or settings.pool}",
+            f"--concurrency={concurrency or settings.concurrency}",
+            f"--loglevel={loglevel}",
+            *celery_args,
+        ]
+    )
 
 
 @click.command("scheduler", context_settings={"ignore_unknown_options": True})
-@click.option("--beat/--no-beat", default=True, show_default=True,
-              help="Also send the scans of the TRANSQUEUE_SCHEDULE entries on time.")
+@click.option(
+    "--beat/--no-beat",
+    default=True,
+    show_default=True,
+    help="Also send the scans of the TRANSQUEUE_SCHEDULE entries on time.",
+)
 @click.option("--loglevel", default="info", show_default=True)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -> None:
@@ -55,13 +68,13 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
     from producer.scheduler import app
 
     cli_settings()
-    app.worker_main(["worker", "--pool=solo", f"--loglevel={loglevel}",
-                     *(["--beat"] if beat else []), *celery_args])
+    app.worker_main(
+        ["worker", "--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]
+    )
 
 
 @click.command("metrics")
-@click.option("--port", type=int, help=f"[TRANSQUEUE_METRICS_PORT, default "
-                                       f"{defaults.METRICS_PORT}]")
+@click.option("--port", type=int, help=f"[TRANSQUEUE_METRICS_PORT, default {defaults.METRICS_PORT}]")
 @click.option("--addr", default="0.0.0.0", show_default=True)
 def metrics_command(port: int | None, addr: str) -> None:
     """Serve job-level Prometheus metrics (read from Redis at each scrape) on /metrics."""

@@ -101,9 +101,7 @@ def translate_command(
     if documents:
         translator = load_translator(model, precision, threads)
         total = sum(len(document.segments) for _, document in documents)
-        with tqdm(
-            total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True
-        ) as bar:
+        with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
             translate_files(documents, translator, report, progress=bar.update)
     click.echo(report.summary(), err=True)
     if report.errors:

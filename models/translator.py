@@ -181,9 +181,7 @@ class Translator:
         bounds = [0, *split_points(pieces, limit), len(pieces)]
         texts, target_tokens, capped = [], 0, False
         for begin, end in zip(bounds, bounds[1:], strict=False):
-            ids = np.array(
-                [*self.codec.prefix_ids, *body[begin:end], self.codec.eos_id], dtype=np.int64
-            )
+            ids = np.array([*self.codec.prefix_ids, *body[begin:end], self.codec.eos_id], dtype=np.int64)
             generated, hit_cap = self.generate(ids)
             texts.append(self.codec.decode(generated))
             target_tokens += len(generated)
@@ -200,9 +198,7 @@ class Translator:
     def max_new_tokens(self, source_length: int) -> int:
         """The output length cap for a source of `source_length` ids."""
         options = self.decode_options
-        return min(
-            self.config.max_positions, int(options.length_a * source_length + options.length_b)
-        )
+        return min(self.config.max_positions, int(options.length_a * source_length + options.length_b))
 
     def _encode(self, source_ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         input_ids = source_ids[None, :]

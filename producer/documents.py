@@ -67,8 +67,7 @@ def format_of(path: Path) -> str:
     if fmt is None:
         supported = ", ".join(sorted(defaults.FORMAT_BY_SUFFIX))
         raise DocumentError(
-            f"{path}: unsupported format {path.suffix or '(no suffix)'!r}; "
-            f"supported suffixes: {supported}"
+            f"{path}: unsupported format {path.suffix or '(no suffix)'!r}; supported suffixes: {supported}"
         )
     return fmt
 

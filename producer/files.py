@@ -37,9 +37,7 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
         if given.is_dir():
             absolute = Path(os.path.abspath(given))  # names "." and ".." too
             root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
-            tasks.extend(
-                FileTask(path, root / path.relative_to(given)) for path in _walk(given, root)
-            )
+            tasks.extend(FileTask(path, root / path.relative_to(given)) for path in _walk(given, root))
         elif given.is_file():
             if out is None:
                 target = output_path(given)
@@ -57,8 +55,7 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
         if target in sources:
             raise DocumentError(f"{task.source}: refusing to overwrite input {task.target}")
         if target in writers:
-            raise DocumentError(f"{writers[target]} and {task.source} would both be written "
-                                f"to {task.target}")
+            raise DocumentError(f"{writers[target]} and {task.source} would both be written to {task.target}")
         writers[target] = task.source
     return tasks
 

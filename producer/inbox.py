@@ -53,13 +53,15 @@ class _EntryLock:
         self.lock = store.runs.lock(name, self.timeout)
         self.problems: list[str] = []
         self._stop = threading.Event()
-        self._keeper = threading.Thread(target=self._keep, daemon=True,
-                                        name=f"inbox-lock-{name}")
+        self._keeper = threading.Thread(target=self._keep, daemon=True, name=f"inbox-lock-{name}")
 
     def acquire(self, wait: float | None = None) -> bool:
         """Take the lock (waiting up to `wait` seconds, or not at all) and keep it alive."""
-        taken = (self.lock.acquire(blocking=False) if wait is None else
-                 self.lock.acquire(blocking=True, blocking_timeout=wait))
+        taken = (
+            self.lock.acquire(blocking=False)
+            if wait is None
+            else self.lock.acquire(blocking=True, blocking_timeout=wait)
+        )
         if taken:
             self._keeper.start()
         return bool(taken)
@@ -88,18 +90,24 @@ class _EntryLock:
         try:
             self.lock.release()
         except LockError as exc:
-            logger.warning("inbox lock %s: %s (%s)", self.lock.name, exc,
-                           "; ".join(self.problems) or "it expired")
+            logger.warning(
+                "inbox lock %s: %s (%s)", self.lock.name, exc, "; ".join(self.problems) or "it expired"
+            )
 
 
 def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     """One run of an inbox entry (see the module docstring); returns its record."""
-    run = InboxRun(run_id=f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:4]}",
-                   inbox=entry.name, started=time.time(), state=NOTHING_NEW)
+    run = InboxRun(
+        run_id=f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:4]}",
+        inbox=entry.name,
+        started=time.time(),
+        state=NOTHING_NEW,
+    )
     lock = _EntryLock(store, entry.name)
     if not lock.acquire():
-        run = replace(run, state=SKIPPED, finished=time.time(),
-                      message="the previous run still holds the lock")
+        run = replace(
+            run, state=SKIPPED, finished=time.time(), message="the previous run still holds the lock"
+        )
         store.runs.save(run)
         return run
     try:
@@ -115,8 +123,12 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
 
 def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     seen = store.runs.seen(entry.name)
-    pending = {(name, digest) for r in store.runs.list(entry.name) if r.state == SUBMITTED
-               for name, digest in r.files.items()}
+    pending = {
+        (name, digest)
+        for r in store.runs.list(entry.name)
+        if r.state == SUBMITTED
+        for name, digest in r.files.items()
+    }
     options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     try:
@@ -145,8 +157,14 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
     if not parsed:
         return run
-    job_id = submit(store, parsed, options, out=entry.outbox, origin=f"inbox {entry.name}",
-                    extra={"inbox": entry.name, "run": run.run_id})
+    job_id = submit(
+        store,
+        parsed,
+        options,
+        out=entry.outbox,
+        origin=f"inbox {entry.name}",
+        extra={"inbox": entry.name, "run": run.run_id},
+    )
     return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
 
 
@@ -174,8 +192,9 @@ def _deliver(store: JobStore, run: InboxRun) -> None:
     info = store.info(run.job)
     if info is None or info.state == CANCELLED:
         why = "its job expired" if info is None else "its job was cancelled"
-        store.runs.save(replace(run, state=LOST, finished=time.time(),
-                                message=f"{why}; its files are submitted again"))
+        store.runs.save(
+            replace(run, state=LOST, finished=time.time(), message=f"{why}; its files are submitted again")
+        )
         return
     if not info.finished:
         return
@@ -183,7 +202,9 @@ def _deliver(store: JobStore, run: InboxRun) -> None:
         assert rendered.text is not None  # the job is finished: every sentence is settled
         write_atomic(Path(info.out) / rendered.target, rendered.text)
     store.runs.mark_seen(run.inbox, run.files)
-    message = (f"{info.dead} sentences left untranslated (dead letters of job {run.job})"
-               if info.state == PARTIAL else "")
-    store.runs.save(replace(run, state=DELIVERED, dead=info.dead, finished=time.time(),
-                            message=message))
+    message = (
+        f"{info.dead} sentences left untranslated (dead letters of job {run.job})"
+        if info.state == PARTIAL
+        else ""
+    )
+    store.runs.save(replace(run, state=DELIVERED, dead=info.dead, finished=time.time(), message=message))

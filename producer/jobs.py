@@ -79,8 +79,7 @@ def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> 
 
 def parse_source(source: Source, options: ReadOptions) -> Document:
     """Parse a Source; raise DocumentError naming the document and position."""
-    return parse_text(source.text, source.fmt, options, Path(source.name),
-                      first_line=source.first_line)
+    return parse_text(source.text, source.fmt, options, Path(source.name), first_line=source.first_line)
 
 
 def new_job_id() -> str:
@@ -111,23 +110,41 @@ def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) ->
                 slot_of[segment.text] = len(sentences)
                 sentences.append(segment.text)
             slots.append(slot_of[segment.text])
-        documents.append(DocumentRecord(source.name, source.fmt, tuple(slots),
-                                        options.fields, options.reflow, source.target))
+        documents.append(
+            DocumentRecord(
+                source.name, source.fmt, tuple(slots), options.fields, options.reflow, source.target
+            )
+        )
         layouts.append(dump_document(document))
     return Plan(documents, layouts, sentences)
 
 
-def submit(store: JobStore, parsed: Iterable[tuple[Source, Document]],
-           options: ReadOptions, *, out: str, origin: str,
-           extra: dict[str, str] | None = None) -> str:
+def submit(
+    store: JobStore,
+    parsed: Iterable[tuple[Source, Document]],
+    options: ReadOptions,
+    *,
+    out: str,
+    origin: str,
+    extra: dict[str, str] | None = None,
+) -> str:
     """Store a job of parsed documents and queue its chunks; returns its id."""
     plan = plan_job(parsed, options)
     job_id = new_job_id()
     pairs, size = list(enumerate(plan.sentences)), store.settings.chunk_size
-    chunks = [pairs[i:i + size] for i in range(0, len(pairs), size)]
-    store.create(NewJob(job_id=job_id, documents=plan.documents, layouts=plan.layouts,
-                        total=len(plan.sentences), chunks=len(chunks), out=out, origin=origin,
-                        extra=extra or {}))
+    chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+    store.create(
+        NewJob(
+            job_id=job_id,
+            documents=plan.documents,
+            layouts=plan.layouts,
+            total=len(plan.sentences),
+            chunks=len(chunks),
+            out=out,
+            origin=origin,
+            extra=extra or {},
+        )
+    )
     send_chunks(store.settings, job_id, chunks)
     store.try_finalize(job_id)
     return job_id
@@ -152,8 +169,10 @@ def refuse_overwriting_inputs(records: Iterable[DocumentRecord], out: Path) -> N
     for record in records:
         target = (out / record.target).resolve()
         if target in inputs:
-            raise DocumentError(f"{out / record.target}: refusing to overwrite input "
-                                f"{inputs[target]} with the translation of {record.name}")
+            raise DocumentError(
+                f"{out / record.target}: refusing to overwrite input "
+                f"{inputs[target]} with the translation of {record.name}"
+            )
 
 
 class JobGone(RuntimeError):
@@ -172,16 +191,19 @@ def render_document(store: JobStore, job_id: str, n: int) -> Rendered:
         return Rendered(n, record.name, record.target, None)
     doc = load_document(layout, record.name)
     if len(doc.segments) != len(record.slots):
-        raise DocumentError(f"{record.name}: {len(doc.segments)} stored segments but "
-                            f"{len(record.slots)} slots (document {n} of job {job_id})")
+        raise DocumentError(
+            f"{record.name}: {len(doc.segments)} stored segments but "
+            f"{len(record.slots)} slots (document {n} of job {job_id})"
+        )
     dead = tuple(s for s in states if isinstance(s, DeadLetter))
-    translations = [seg.text if isinstance(state, DeadLetter) else state
-                    for seg, state in zip(doc.segments, states, strict=True)]
+    translations = [
+        seg.text if isinstance(state, DeadLetter) else state
+        for seg, state in zip(doc.segments, states, strict=True)
+    ]
     return Rendered(n, record.name, record.target, doc.render(translations), dead)
 
 
-def iter_documents(store: JobStore, job_id: str, *, follow: bool,
-                   poll_interval: float) -> Iterator[Rendered]:
+def iter_documents(store: JobStore, job_id: str, *, follow: bool, poll_interval: float) -> Iterator[Rendered]:
     """Every document of a job in input order.
 
     Without `follow`, incomplete documents come back with text None; with it, each document

@@ -119,9 +119,7 @@ class LayoutBuilder:
             else:
                 self._append(between)
             index = len(self.segments)
-            self.segments.append(
-                Segment(index, text, self.offset(source_start), self.offset(source_end))
-            )
+            self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
             self.parts.append(Slot(index, self.source[source_start:source_end]))
             self.cursor = source_end
             previous_was_sentence = True

@@ -27,6 +27,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: JSON schedules only
     tomllib = None
 
+
 class ScheduleError(ValueError):
     """The schedule file is not valid; the message names the file and the entry."""
 
@@ -49,9 +50,14 @@ class InboxEntry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
         """Inverse of `to_dict` (also what one table of the file holds)."""
-        return cls(name=data["name"], inbox=data["inbox"], outbox=data["outbox"],
-                   schedule=data["schedule"], fields=tuple(data.get("fields", ())),
-                   reflow=bool(data.get("reflow", False)))
+        return cls(
+            name=data["name"],
+            inbox=data["inbox"],
+            outbox=data["outbox"],
+            schedule=data["schedule"],
+            fields=tuple(data.get("fields", ())),
+            reflow=bool(data.get("reflow", False)),
+        )
 
     def celery_schedule(self) -> crontab | float:
         """The beat schedule: a crontab for a string, seconds for a number."""
@@ -92,8 +98,7 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     if table["inbox"] == table["outbox"]:
-        raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read "
-                            f"back as inputs)")
+        raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read back as inputs)")
     schedule = table["schedule"]
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
@@ -110,7 +115,6 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
 def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
     """Celery `beat_schedule` with one scan task per inbox entry."""
     return {
-        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(),
-                            "args": [e.to_dict()]}
+        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(), "args": [e.to_dict()]}
         for e in entries
     }

@@ -25,9 +25,11 @@ from producer.layout import Encoded, Gap, Part, Segment, Slot
 def dump_document(document: Document) -> str:
     """JSON of a document's segments and layout (see the module docstring)."""
     segments = [[s.start, s.end, s.text] for s in document.segments]
-    return json.dumps({"segments": segments, "parts": _dump_parts(document.parts,
-                                                                  document.segments)},
-                      ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"segments": segments, "parts": _dump_parts(document.parts, document.segments)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment]) -> list[Any]:
@@ -37,8 +39,7 @@ def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment]) -> list[Any]
             out.append(part)
         elif isinstance(part, Slot):
             same = part.source == segments[part.index].text
-            out.append({"slot": part.index} if same else
-                       {"slot": part.index, "source": part.source})
+            out.append({"slot": part.index} if same else {"slot": part.index, "source": part.source})
         elif isinstance(part, Gap):
             out.append({"gap": part.text})
         else:
@@ -51,15 +52,15 @@ def load_document(text: str, name: str) -> Document:
     data is malformed or its slots do not line up with its segments one to one, in order."""
     try:
         data = json.loads(text)
-        segments = [Segment(i, str(t), int(s), int(e))
-                    for i, (s, e, t) in enumerate(data["segments"])]
+        segments = [Segment(i, str(t), int(s), int(e)) for i, (s, e, t) in enumerate(data["segments"])]
         slots: list[int] = []
         parts = _load_parts(data["parts"], segments, slots)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise DocumentError(f"{name}: stored document is malformed ({exc!r})") from None
     if slots != list(range(len(segments))):
-        raise DocumentError(f"{name}: stored layout does not line up with its "
-                            f"{len(segments)} segments (slots {slots[:20]})")
+        raise DocumentError(
+            f"{name}: stored layout does not line up with its {len(segments)} segments (slots {slots[:20]})"
+        )
     return Document(None, segments, parts)
 
 
@@ -78,6 +79,5 @@ def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -
             value = json.loads(item["raw"])
             if not isinstance(value, str):
                 raise ValueError(f"raw {item['raw'][:40]!r} is not a JSON string")
-            parts.append(Encoded(item["raw"], value,
-                                 tuple(_load_parts(item["parts"], segments, slots))))
+            parts.append(Encoded(item["raw"], value, tuple(_load_parts(item["parts"], segments, slots))))
     return parts

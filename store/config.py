@@ -69,8 +69,16 @@ class Settings:
         """Raise ConfigError for values outside their allowed range."""
         _one_of("POOL", self.pool, POOLS)
         _one_of("PRECISION", self.precision, PRECISIONS)
-        for name in ("threads", "concurrency", "chunk_size", "max_deliveries",
-                     "visibility_timeout", "restore_interval", "result_ttl", "tm_ttl"):
+        for name in (
+            "threads",
+            "concurrency",
+            "chunk_size",
+            "max_deliveries",
+            "visibility_timeout",
+            "restore_interval",
+            "result_ttl",
+            "tm_ttl",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()} must be at least 1")
         if self.test_poison:
@@ -95,6 +103,4 @@ def env_settings() -> Settings:
 
 def _one_of(suffix: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(
-            f"{defaults.ENV_PREFIX}{suffix}={value!r}: expected one of {', '.join(allowed)}"
-        )
+        raise ConfigError(f"{defaults.ENV_PREFIX}{suffix}={value!r}: expected one of {', '.join(allowed)}")

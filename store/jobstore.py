@@ -65,8 +65,14 @@ class DocumentRecord:
     def from_json(cls, text: str) -> DocumentRecord:
         """Parse what `to_json` wrote."""
         data = json.loads(text)
-        return cls(name=data["name"], fmt=data["fmt"], slots=tuple(data["slots"]),
-                   fields=tuple(data["fields"]), reflow=data["reflow"], target=data["target"])
+        return cls(
+            name=data["name"],
+            fmt=data["fmt"],
+            slots=tuple(data["slots"]),
+            fields=tuple(data["fields"]),
+            reflow=data["reflow"],
+            target=data["target"],
+        )
 
 
 @dataclass(frozen=True)
@@ -114,19 +120,37 @@ class JobInfo:
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> JobInfo:
         """Build from the meta hash (as HGETALL returns it)."""
-        known = {"state", "created", "documents", "segments", "total", "done", "hits", "dead",
-                 "chunks", "out", "origin", "fingerprint", "started_at", "finished_at"}
+        known = {
+            "state",
+            "created",
+            "documents",
+            "segments",
+            "total",
+            "done",
+            "hits",
+            "dead",
+            "chunks",
+            "out",
+            "origin",
+            "fingerprint",
+            "started_at",
+            "finished_at",
+        }
         ints = ("documents", "segments", "total", "done", "hits", "dead", "chunks")
 
         def opt_float(name: str) -> float | None:
             return float(h[name]) if name in h else None
 
         return cls(
-            job_id=job_id, state=h["state"], created=float(h["created"]),
+            job_id=job_id,
+            state=h["state"],
+            created=float(h["created"]),
             **{name: int(h.get(name, 0)) for name in ints},
-            out=h.get("out", ""), origin=h.get("origin", ""),
+            out=h.get("out", ""),
+            origin=h.get("origin", ""),
             fingerprint=h.get("fingerprint", ""),
-            started_at=opt_float("started_at"), finished_at=opt_float("finished_at"),
+            started_at=opt_float("started_at"),
+            finished_at=opt_float("finished_at"),
             extra={k: v for k, v in h.items() if k not in known},
         )
 
@@ -173,8 +197,8 @@ class NewJob:
 class Written:
     """Outcome of a result or dead-letter write."""
 
-    written: bool       # False: the slot was already settled (or the job is gone)
-    finalized: bool     # True for exactly one write per job: the one that finished it
+    written: bool  # False: the slot was already settled (or the job is gone)
+    finalized: bool  # True for exactly one write per job: the one that finished it
 
 
 class JobStore:
@@ -204,10 +228,18 @@ class JobStore:
         keys = JobKeys(job.job_id)
         now = time.time()
         meta = {
-            "state": QUEUED, "created": repr(now), "documents": len(job.documents),
-            "segments": sum(len(d.slots) for d in job.documents), "total": job.total,
-            "done": 0, "hits": 0, "dead": 0, "chunks": job.chunks, "out": job.out,
-            "origin": job.origin, **job.extra,
+            "state": QUEUED,
+            "created": repr(now),
+            "documents": len(job.documents),
+            "segments": sum(len(d.slots) for d in job.documents),
+            "total": job.total,
+            "done": 0,
+            "hits": 0,
+            "dead": 0,
+            "chunks": job.chunks,
+            "out": job.out,
+            "origin": job.origin,
+            **job.extra,
         }
         pipe = self.client.pipeline(transaction=True)
         for n, (doc, layout) in enumerate(zip(job.documents, job.layouts, strict=True)):
@@ -236,8 +268,9 @@ class JobStore:
         """Count one more delivery of a chunk; returns the count including this one, or 0
         when the job no longer exists (then nothing is stored)."""
         keys = JobKeys(job_id)
-        return int(self._count_delivery(keys=[keys.meta, keys.deliveries],
-                                        args=[chunk, self.settings.result_ttl]))
+        return int(
+            self._count_delivery(keys=[keys.meta, keys.deliveries], args=[chunk, self.settings.result_ttl])
+        )
 
     def claim_fingerprint(self, job_id: str, fingerprint: str) -> str | None:
         """Set the job's model fingerprint if unset; return the job's fingerprint, or None
@@ -250,15 +283,14 @@ class JobStore:
             return []
         return self.client.mget([tm_key(s, fingerprint) for s in sentences])
 
-    def record(self, job_id: str, slot: int, source: str, text: str, *, fingerprint: str,
-               hit: bool) -> Written:
+    def record(
+        self, job_id: str, slot: int, source: str, text: str, *, fingerprint: str, hit: bool
+    ) -> Written:
         """Store the translation of a slot (and in the memory); see the module docstring."""
         keys = JobKeys(job_id)
         written, finalized = self._record(
-            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, tm_key(source, fingerprint),
-                  *keys.all()],
-            args=[slot, text, int(hit), repr(time.time()), self.settings.result_ttl,
-                  self.settings.tm_ttl],
+            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, tm_key(source, fingerprint), *keys.all()],
+            args=[slot, text, int(hit), repr(time.time()), self.settings.result_ttl, self.settings.tm_ttl],
         )
         return Written(written == 1, finalized == 1)
 
@@ -328,8 +360,7 @@ class JobStore:
         if not slots:
             return []
         keys = JobKeys(job_id)
-        states: list[str | DeadLetter | None] = self.client.hmget(keys.results,
-                                                                  [str(s) for s in slots])
+        states: list[str | DeadLetter | None] = self.client.hmget(keys.results, [str(s) for s in slots])
         missing = [i for i, state in enumerate(states) if state is None]
         if missing:
             dead = self.client.hmget(keys.dead, [str(slots[i]) for i in missing])

@@ -78,8 +78,7 @@ class JobKeys:
 
     def all(self) -> tuple[str, ...]:
         """Every key of the job."""
-        return (self.meta, self.docs, self.layouts, self.results, self.dead,
-                self.deliveries, self.errors)
+        return (self.meta, self.docs, self.layouts, self.results, self.dead, self.deliveries, self.errors)
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,11 @@ def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
     }
 
 
-def make_app(include: Sequence[str] = (), consumes: str = CHUNKS,
-             extra: Callable[[Settings], dict[str, Any]] | None = None) -> Celery:
+def make_app(
+    include: Sequence[str] = (),
+    consumes: str = CHUNKS,
+    extra: Callable[[Settings], dict[str, Any]] | None = None,
+) -> Celery:
     """A Celery app configured from the environment when first used (so that importing it
     never fails on a bad variable), with the task modules `include` and `extra` settings."""
     app = Celery("transqueue", include=list(include))
@@ -82,13 +85,13 @@ def make_app(include: Sequence[str] = (), consumes: str = CHUNKS,
 client = make_app()
 
 
-def send_chunks(settings: Settings, job_id: str, chunks: Sequence[Sequence[tuple[int, str]]]
-                ) -> None:
+def send_chunks(settings: Settings, job_id: str, chunks: Sequence[Sequence[tuple[int, str]]]) -> None:
     """Queue the chunks of a job, numbered from 0, on the chunk queue."""
     with client.connection_for_write(settings.redis_url) as connection:
         for n, chunk in enumerate(chunks):
-            client.send_task(TRANSLATE_TASK, args=[job_id, n, chunk], connection=connection,
-                             queue=settings.queue)
+            client.send_task(
+                TRANSLATE_TASK, args=[job_id, n, chunk], connection=connection, queue=settings.queue
+            )
 
 
 def queue_length(settings: Settings, queue: str) -> int:

@@ -19,7 +19,13 @@ from store.keys import InboxKeys
 #: outbox, nothing new was found, it was skipped (the lock was held), its job was lost
 #: (expired or cancelled: the files are submitted again), or it failed (the message says why).
 SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
-    "submitted", "delivered", "nothing new", "skipped", "lost", "failed")
+    "submitted",
+    "delivered",
+    "nothing new",
+    "skipped",
+    "lost",
+    "failed",
+)
 
 
 @dataclass(frozen=True)
@@ -30,9 +36,9 @@ class InboxRun:
     inbox: str
     started: float
     state: str
-    files: dict[str, str] = field(default_factory=dict)     # file name -> sha256 submitted
-    invalid: dict[str, str] = field(default_factory=dict)   # file name -> parse error
-    skipped: dict[str, str] = field(default_factory=dict)   # file name -> why it was unread
+    files: dict[str, str] = field(default_factory=dict)  # file name -> sha256 submitted
+    invalid: dict[str, str] = field(default_factory=dict)  # file name -> parse error
+    skipped: dict[str, str] = field(default_factory=dict)  # file name -> why it was unread
     job: str = ""
     dead: int = 0
     finished: float | None = None

@@ -26,7 +26,9 @@ end
 # KEYS: job, results, dead, stats, tm, then every job key to keep alive.
 # ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
 # Returns {written, finalized}; written is -1 when the job does not exist.
-RECORD = FINALIZE + """
+RECORD = (
+    FINALIZE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
@@ -45,10 +47,13 @@ end
 expire_all(6, ARGV[5])
 return {1, finalize(KEYS[1], ARGV[4])}
 """
+)
 
 # KEYS: job, results, dead, stats, then every job key to keep alive.
 # ARGV: slot, dead letter JSON, now, result_ttl.
-DEAD = FINALIZE + """
+DEAD = (
+    FINALIZE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
@@ -57,12 +62,16 @@ redis.call('HINCRBY', KEYS[4], 'dead', 1)
 expire_all(5, ARGV[4])
 return {1, finalize(KEYS[1], ARGV[3])}
 """
+)
 
 # KEYS: job. ARGV: now. Finalizes a job whose slots are all settled (e.g. a job with none).
-TRY_FINALIZE = FINALIZE + """
+TRY_FINALIZE = (
+    FINALIZE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return finalize(KEYS[1], ARGV[1])
 """
+)
 
 
 # KEYS: job, deliveries. ARGV: chunk, ttl. Counts a delivery of a chunk of an existing job

@@ -48,16 +48,13 @@ def build_tiny_marian(directory: Path, seed: int = 0) -> Path:
         SpmOptions(vocab_size=900, character_coverage=0.98),
     )
     vocab = build_shared_vocab(
-        spm_pieces(directory / "source.spm"), spm_pieces(directory / "target.spm"),
+        spm_pieces(directory / "source.spm"),
+        spm_pieces(directory / "target.spm"),
         [">>cmn_Hans<<"],
     )
-    write_tokenizer_files(
-        directory, directory / "source.spm", directory / "target.spm", vocab, "en", "zh"
-    )
+    write_tokenizer_files(directory, directory / "source.spm", directory / "target.spm", vocab, "en", "zh")
     torch.manual_seed(seed)
-    model = MarianMTModel(
-        marian_config(vocab, d_model=32, layers=2, heads=4, ffn_dim=64)
-    ).eval()
+    model = MarianMTModel(marian_config(vocab, d_model=32, layers=2, heads=4, ffn_dim=64)).eval()
     with torch.no_grad():
         # Peaked, non-zero bias; pad gets the highest so that an unmasked pad would win.
         model.final_logits_bias.normal_(0.0, 2.0)
@@ -74,9 +71,7 @@ def export_tiny(checkpoint: Path, out: Path, **overrides) -> Path:
     from models.builder.validate import ValidateOptions
 
     options = ExportOptions(
-        validation=ValidateOptions(
-            int8_min_exact=0.0, int8_min_agreement=0.0, parity_corpus=TINY_CORPUS
-        ),
+        validation=ValidateOptions(int8_min_exact=0.0, int8_min_agreement=0.0, parity_corpus=TINY_CORPUS),
         **overrides,
     )
     build_bundle(resolve(str(checkpoint)), out, options)

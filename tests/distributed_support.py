@@ -32,8 +32,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = STARTUP_TIMEOUT,
-             interval: float = 0.1, detail: Callable[[], str] = lambda: "") -> None:
+def wait_for(
+    condition: Callable[[], bool],
+    what: str,
+    timeout: float = STARTUP_TIMEOUT,
+    interval: float = 0.1,
+    detail: Callable[[], str] = lambda: "",
+) -> None:
     """Poll `condition` until true; fail naming `what` (with `detail`) if it never is."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -65,15 +70,34 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - closed by the child
         self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
-             "--save", "", "--daemonize", "no"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         client = self.client()
-        wait_for(lambda: self._answers(client), "redis-server to start",
-                 detail=lambda: (self.directory / "redis.log").read_text(errors="replace"))
+        wait_for(
+            lambda: self._answers(client),
+            "redis-server to start",
+            detail=lambda: (self.directory / "redis.log").read_text(errors="replace"),
+        )
 
     @staticmethod
     def _answers(client: redis.Redis) -> bool:
@@ -95,29 +119,45 @@ class RedisServer:
 CELERY_WORKER = (sys.executable, "-m", "celery", "-A", "worker", "worker")
 TRANSQUEUE_WORKER = (sys.executable, "-c", "from cli import main; main()", "worker")
 # The scheduler's beat stays off: the tests send its ticks themselves.
-TRANSQUEUE_SCHEDULER = (sys.executable, "-c", "from cli import main; main()", "scheduler",
-                        "--no-beat")
+TRANSQUEUE_SCHEDULER = (sys.executable, "-c", "from cli import main; main()", "scheduler", "--no-beat")
 
 
 class Worker:
     """A worker (`celery -A worker worker`, or `transqueue worker`), by default with one pool
     process, in its own process group, logging to a file."""
 
-    def __init__(self, name: str, env: Mapping[str, str], log_dir: Path,
-                 command: tuple[str, ...] = CELERY_WORKER,
-                 options: tuple[str, ...] = ("--concurrency=1",)) -> None:
+    def __init__(
+        self,
+        name: str,
+        env: Mapping[str, str],
+        log_dir: Path,
+        command: tuple[str, ...] = CELERY_WORKER,
+        options: tuple[str, ...] = ("--concurrency=1",),
+    ) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self.env = {**os.environ, **env}
-        self.args = [*command, *options, "--loglevel=info", f"--hostname={name}@%h",
-                     "--without-gossip", "--without-mingle"]
+        self.args = [
+            *command,
+            *options,
+            "--loglevel=info",
+            f"--hostname={name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
         self.process: subprocess.Popen | None = None
 
     def start(self, wait: bool = True) -> Worker:
         """Start the worker; with `wait`, until it reports ready."""
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.args,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         if wait:
             wait_for(self.ready, f"worker {self.name} to be ready", detail=self.log_text)
         return self

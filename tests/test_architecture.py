@@ -75,12 +75,17 @@ def test_the_graph_is_what_the_readme_draws():
     assert not {("worker", "producer"), ("producer", "worker"), (RUNTIME, "models.builder")} & seen
 
 
-@pytest.mark.parametrize("modules", [
-    "models.translator, worker.tasks, worker.celery, worker.metrics",
-    "cli, producer.pipeline, producer.jobs, producer.scheduler, store.queues",
-])
+@pytest.mark.parametrize(
+    "modules",
+    [
+        "models.translator, worker.tasks, worker.celery, worker.metrics",
+        "cli, producer.pipeline, producer.jobs, producer.scheduler, store.queues",
+    ],
+)
 def test_the_runtime_imports_no_export_library(modules):
-    code = (f"import sys, {modules}\n"
-            "heavy = {'torch', 'transformers', 'sentencepiece', 'onnx'} & set(sys.modules)\n"
-            "assert not heavy, heavy")
+    code = (
+        f"import sys, {modules}\n"
+        "heavy = {'torch', 'transformers', 'sentencepiece', 'onnx'} & set(sys.modules)\n"
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

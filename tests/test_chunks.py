@@ -50,9 +50,17 @@ def store(redis_server):
 
 
 def make_job(store, sentences, job_id="j"):
-    store.create(NewJob(job_id=job_id, documents=[DocumentRecord("a.txt", "txt",
-                                                                  tuple(range(len(sentences))))],
-                        layouts=["x"], total=len(sentences), chunks=1, out="", origin="files"))
+    store.create(
+        NewJob(
+            job_id=job_id,
+            documents=[DocumentRecord("a.txt", "txt", tuple(range(len(sentences))))],
+            layouts=["x"],
+            total=len(sentences),
+            chunks=1,
+            out="",
+            origin="files",
+        )
+    )
     return list(enumerate(sentences))
 
 
@@ -70,8 +78,7 @@ def test_memory_hits_are_not_translated_again(store):
     process_chunk(store, Upper(), "first", 0, items, deliveries=1, max_deliveries=3)
     items = make_job(store, ["b.", "new."], "second")
     translator = Upper()
-    outcome = process_chunk(store, translator, "second", 0, items, deliveries=1,
-                            max_deliveries=3)
+    outcome = process_chunk(store, translator, "second", 0, items, deliveries=1, max_deliveries=3)
     assert (outcome.translated, outcome.hits) == (1, 1)
     assert translator.batches == [["new."]]
     assert store.info("second").hits == 1
@@ -118,12 +125,19 @@ def test_a_worker_with_another_model_does_not_mix_outputs(store):
 def test_the_memory_keys_on_the_exact_sentence(store):
     composed = "café."
     decomposed = unicodedata.normalize("NFD", composed)
-    process_chunk(store, Upper(), "first", 0, make_job(store, [composed], "first"),
-                  deliveries=1, max_deliveries=3)
+    process_chunk(
+        store, Upper(), "first", 0, make_job(store, [composed], "first"), deliveries=1, max_deliveries=3
+    )
     translator = Upper()
-    outcome = process_chunk(store, translator, "second", 0,
-                            make_job(store, [decomposed, composed], "second"),
-                            deliveries=1, max_deliveries=3)
+    outcome = process_chunk(
+        store,
+        translator,
+        "second",
+        0,
+        make_job(store, [decomposed, composed], "second"),
+        deliveries=1,
+        max_deliveries=3,
+    )
     # Like `transqueue translate`'s memory: another spelling is another sentence.
     assert (outcome.translated, outcome.hits) == (1, 1)
     assert translator.batches == [[decomposed]]

@@ -31,8 +31,7 @@ def test_fetch_refuses_to_overwrite_the_inputs(redis_server, tmp_path, monkeypat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # fetch runs from another directory
-    fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", os.path.join("..", "in")],
-                                 env=env)
+    fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", os.path.join("..", "in")], env=env)
     assert fetched.exit_code == 1
     assert f"refusing to overwrite input {source}" in fetched.output
     assert source.read_bytes() == b"Hello there.\n"

@@ -118,13 +118,9 @@ def test_every_sentence_translated_exactly_once_in_order(inputs, tiny_bundle, tr
 
 def test_unknown_format_and_missing_field(inputs, tiny_bundle):
     (inputs / "slides.pptx").write_bytes(b"x")
-    result = CliRunner().invoke(
-        main, ["translate", str(inputs / "slides.pptx"), "--model", str(tiny_bundle)]
-    )
+    result = CliRunner().invoke(main, ["translate", str(inputs / "slides.pptx"), "--model", str(tiny_bundle)])
     assert result.exit_code == 1
-    assert (
-        "unsupported format '.pptx'" in result.output and ".jsonl, .markdown, .md" in result.output
-    )
+    assert "unsupported format '.pptx'" in result.output and ".jsonl, .markdown, .md" in result.output
     result = CliRunner().invoke(
         main, ["translate", str(inputs / "corpus.jsonl"), "--model", str(tiny_bundle)]
     )

@@ -19,24 +19,32 @@ def test_defaults_come_from_worker_defaults():
 
 
 def test_variables_override_with_their_types():
-    settings = Settings.from_env({
-        "TRANSQUEUE_REDIS_URL": "redis://:pw@redis:6379/1", "TRANSQUEUE_CHUNK_SIZE": "8",
-        "TRANSQUEUE_POLL_INTERVAL": "0.2", "TRANSQUEUE_BUNDLE": "/models/opus",
-        "TRANSQUEUE_POOL": "solo", "TRANSQUEUE_THREADS": " ",
-    })
+    settings = Settings.from_env(
+        {
+            "TRANSQUEUE_REDIS_URL": "redis://:pw@redis:6379/1",
+            "TRANSQUEUE_CHUNK_SIZE": "8",
+            "TRANSQUEUE_POLL_INTERVAL": "0.2",
+            "TRANSQUEUE_BUNDLE": "/models/opus",
+            "TRANSQUEUE_POOL": "solo",
+            "TRANSQUEUE_THREADS": " ",
+        }
+    )
     assert settings.redis_url == "redis://:pw@redis:6379/1"
     assert settings.chunk_size == 8 and settings.poll_interval == 0.2
     assert settings.bundle_dir == Path("/models/opus") and settings.pool == "solo"
     assert settings.threads == defaults.THREADS  # blank keeps the default
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
-    ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE must be at least 1"),
-    ("TRANSQUEUE_POOL", "gevent", "TRANSQUEUE_POOL='gevent': expected one of"),
-    ("TRANSQUEUE_PRECISION", "fp16", "TRANSQUEUE_PRECISION='fp16'"),
-    ("TRANSQUEUE_TEST_POISON", "boom", "TRANSQUEUE_TEST_POISON='boom'"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
+        ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE must be at least 1"),
+        ("TRANSQUEUE_POOL", "gevent", "TRANSQUEUE_POOL='gevent': expected one of"),
+        ("TRANSQUEUE_PRECISION", "fp16", "TRANSQUEUE_PRECISION='fp16'"),
+        ("TRANSQUEUE_TEST_POISON", "boom", "TRANSQUEUE_TEST_POISON='boom'"),
+    ],
+)
 def test_bad_values_name_the_variable(name, value, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         Settings.from_env({name: value})

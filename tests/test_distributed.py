@@ -69,14 +69,14 @@ class Cluster:
     def store(self, **changes: object) -> JobStore:
         return JobStore.from_settings(self.settings(**changes), patient=True)
 
-    def cli(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
-            code: int = 0) -> Result:
+    def cli(
+        self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None, code: int = 0
+    ) -> Result:
         result = CliRunner().invoke(main, list(args), input=input, env={**self.env, **(env or {})})
         assert result.exit_code == code, (result.output, result.exception)
         return result
 
-    def add_worker(self, name: str, command: tuple[str, ...] = CELERY_WORKER,
-                   **env: str) -> Worker:
+    def add_worker(self, name: str, command: tuple[str, ...] = CELERY_WORKER, **env: str) -> Worker:
         worker = Worker(name, {**self.env, **env}, self.log_dir, command)
         self.workers.append(worker)
         return worker.start()
@@ -101,10 +101,14 @@ def cluster(tiny_bundle, tmp_path_factory):
     redis = RedisServer(root / "redis")
     redis.start()
     env = {
-        "TRANSQUEUE_REDIS_URL": redis.url, "TRANSQUEUE_BUNDLE": str(tiny_bundle),
-        "TRANSQUEUE_THREADS": "1", "TRANSQUEUE_CHUNK_SIZE": "4",
-        "TRANSQUEUE_VISIBILITY_TIMEOUT": "4", "TRANSQUEUE_RESTORE_INTERVAL": "1",
-        "TRANSQUEUE_MAX_DELIVERIES": "3", "TRANSQUEUE_POLL_INTERVAL": "0.05",
+        "TRANSQUEUE_REDIS_URL": redis.url,
+        "TRANSQUEUE_BUNDLE": str(tiny_bundle),
+        "TRANSQUEUE_THREADS": "1",
+        "TRANSQUEUE_CHUNK_SIZE": "4",
+        "TRANSQUEUE_VISIBILITY_TIMEOUT": "4",
+        "TRANSQUEUE_RESTORE_INTERVAL": "1",
+        "TRANSQUEUE_MAX_DELIVERIES": "3",
+        "TRANSQUEUE_POLL_INTERVAL": "0.05",
         "TRANSQUEUE_TEST_POISON": f"raise:{POISON}",
     }
     cluster = Cluster(redis, env, root, [])
@@ -125,9 +129,12 @@ def translator(tiny_bundle):
 
 def sentences(tag: str, count: int) -> list[str]:
     """`count` distinct sentences of this test (so that tests do not share memory hits)."""
-    return [f"{tag.capitalize()} says {ENGLISH[i % len(ENGLISH)]}" if i < len(ENGLISH)
-            else f"{tag.capitalize()} {i} says {ENGLISH[i % len(ENGLISH)]}"
-            for i in range(count)]
+    return [
+        f"{tag.capitalize()} says {ENGLISH[i % len(ENGLISH)]}"
+        if i < len(ENGLISH)
+        else f"{tag.capitalize()} {i} says {ENGLISH[i % len(ENGLISH)]}"
+        for i in range(count)
+    ]
 
 
 def write_corpus(directory: Path, tag: str, count: int) -> list[Path]:
@@ -139,12 +146,20 @@ def write_corpus(directory: Path, tag: str, count: int) -> list[Path]:
     lines = [f"{a} {b}" for a, b in zip(s[:third:2], s[1:third:2], strict=False)]
     txt.write_bytes(("\r\n".join([*lines, "", s[0]]) + "\r\n").encode())
     md = directory / "guide.md"
-    md.write_text(f"# {s[third]}\n\n" + " ".join(s[third + 1:2 * third]) +
-                  f"\n\n```\ncode stays {s[0]}\n```\n\n- {s[1]}\n", encoding="utf-8")
+    md.write_text(
+        f"# {s[third]}\n\n"
+        + " ".join(s[third + 1 : 2 * third])
+        + f"\n\n```\ncode stays {s[0]}\n```\n\n- {s[1]}\n",
+        encoding="utf-8",
+    )
     jsonl = directory / "records.jsonl"
-    jsonl.write_text("".join(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n"
-                             for i, text in enumerate(s[2 * third:] + s[:3])),
-                     encoding="utf-8")
+    jsonl.write_text(
+        "".join(
+            json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n"
+            for i, text in enumerate(s[2 * third :] + s[:3])
+        ),
+        encoding="utf-8",
+    )
     return [txt, md, jsonl]
 
 
@@ -180,10 +195,8 @@ def translate_locally(inputs: list[Path], out: Path, translator, options: ReadOp
 
 def assert_same_files(actual: Path, expected: Path) -> None:
     names = sorted(p.relative_to(expected) for p in expected.rglob("*") if p.is_file())
-    assert names and sorted(p.relative_to(actual) for p in actual.rglob("*") if p.is_file()) \
-        == names
-    match, mismatch, errors = filecmp.cmpfiles(expected, actual, [str(n) for n in names],
-                                               shallow=False)
+    assert names and sorted(p.relative_to(actual) for p in actual.rglob("*") if p.is_file()) == names
+    match, mismatch, errors = filecmp.cmpfiles(expected, actual, [str(n) for n in names], shallow=False)
     assert (mismatch, errors) == ([], [])
 
 
@@ -195,8 +208,15 @@ def assert_settled_once(store: JobStore, info: JobInfo, dead: int = 0) -> None:
     assert (info.done, info.dead) == (info.total - dead, dead)
 
 
-def fetch_and_compare(cluster: Cluster, job_id: str, inputs: list[Path], tmp_path: Path,
-                      translator, out: str = "out", code: int = 0) -> Result:
+def fetch_and_compare(
+    cluster: Cluster,
+    job_id: str,
+    inputs: list[Path],
+    tmp_path: Path,
+    translator,
+    out: str = "out",
+    code: int = 0,
+) -> Result:
     """`transqueue fetch JOB`, then compare with `transqueue translate` of the inputs."""
     fetched = cluster.cli("fetch", job_id, code=code)
     expected = translate_locally(inputs, tmp_path / "expected", translator, ReadOptions(FIELDS))
@@ -205,8 +225,7 @@ def fetch_and_compare(cluster: Cluster, job_id: str, inputs: list[Path], tmp_pat
 
 
 def submit_files(cluster: Cluster, inputs: list[Path], out: Path, **env: str) -> str:
-    args = ["submit", *map(str, inputs), "--out", str(out), *sum((["--field", f] for f in FIELDS),
-                                                                 [])]
+    args = ["submit", *map(str, inputs), "--out", str(out), *sum((["--field", f] for f in FIELDS), [])]
     return cluster.cli(*args, env=env).output.strip()
 
 
@@ -242,14 +261,15 @@ def test_the_translation_memory_serves_a_resubmitted_job(cluster, translator, tm
 
 
 def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
-    records = [{"id": i, "text": f"{s} {s.lower()}"} for i, s in enumerate(sentences("stream",
-                                                                                     40))]
-    data = "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n")
-                   for i, r in enumerate(records)).encode()
+    records = [{"id": i, "text": f"{s} {s.lower()}"} for i, s in enumerate(sentences("stream", 40))]
+    data = "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n") for i, r in enumerate(records)).encode()
     job_id = cluster.cli("submit", "-", "--field", "text", input=data).output.strip()
     followed = cluster.cli("fetch", job_id, "--follow")
-    expected = "".join(translate_stream(stream_units(iter(data.splitlines(keepends=True))),
-                                        "jsonl", translator, ReadOptions(FIELDS)))
+    expected = "".join(
+        translate_stream(
+            stream_units(iter(data.splitlines(keepends=True))), "jsonl", translator, ReadOptions(FIELDS)
+        )
+    )
     assert followed.stdout_bytes == expected.encode()
     assert_settled_once(cluster.store(), cluster.wait_job(job_id))
 
@@ -287,8 +307,7 @@ def test_a_redis_restart_mid_job(cluster, translator, tmp_path):
 def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     inputs = write_corpus(tmp_path / "in", "poison", 30)
     with inputs[0].open("ab") as txt:
-        txt.write(f"A {POISON} sentence. Fine after it.\r\nAgain a {POISON} sentence.\r\n"
-                  .encode())
+        txt.write(f"A {POISON} sentence. Fine after it.\r\nAgain a {POISON} sentence.\r\n".encode())
     job_id = submit_files(cluster, inputs, tmp_path / "out")
     store = cluster.store()
     info = cluster.wait_job(job_id)
@@ -296,23 +315,23 @@ def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     assert_settled_once(store, info, dead=2)
     status = cluster.cli("status", job_id).output
     assert "dead letters 2" in status and "PoisonError" in status
-    fetched = fetch_and_compare(cluster, job_id, inputs, tmp_path,
-                                KeepMarked(translator, POISON), code=1)
+    fetched = fetch_and_compare(cluster, job_id, inputs, tmp_path, KeepMarked(translator, POISON), code=1)
     assert "left untranslated" in fetched.output and POISON in fetched.output
 
     # A chunk of a job that does not exist is set aside too.
     send_chunks(cluster.settings(), "no-such-job", [[(0, "Hello.")]])
-    wait_for(lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
-             "the orphan chunk to be recorded", detail=cluster.logs)
+    wait_for(
+        lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
+        "the orphan chunk to be recorded",
+        detail=cluster.logs,
+    )
 
 
-def test_a_sentence_that_kills_its_worker_is_given_up_after_the_cap(cluster, translator,
-                                                                     tmp_path):
+def test_a_sentence_that_kills_its_worker_is_given_up_after_the_cap(cluster, translator, tmp_path):
     queue = {"TRANSQUEUE_QUEUE": "crashes", "TRANSQUEUE_MAX_DELIVERIES": "2"}
     # prefork respawns the dead pool process at once, as a supervisor (compose restart,
     # systemd) restarts a dead solo worker; the delivery cap is the same for every pool.
-    cluster.add_worker("crasher", TRANSQUEUE_TEST_POISON="exit:Kaboom", TRANSQUEUE_POOL="prefork",
-                       **queue)
+    cluster.add_worker("crasher", TRANSQUEUE_TEST_POISON="exit:Kaboom", TRANSQUEUE_POOL="prefork", **queue)
     inputs = write_corpus(tmp_path / "in", "crash", 24)
     with inputs[0].open("ab") as txt:
         txt.write(b"Kaboom goes the sentence. The next one is fine.\r\n")
@@ -323,17 +342,29 @@ def test_a_sentence_that_kills_its_worker_is_given_up_after_the_cap(cluster, tra
     (letter,) = store.dead_letters(job_id).values()
     assert letter.text == "Kaboom goes the sentence." and letter.deliveries == 3
     assert_settled_once(store, info, dead=1)
-    fetch_and_compare(cluster, job_id, inputs, tmp_path, KeepMarked(translator, "Kaboom"),
-                      code=1)
+    fetch_and_compare(cluster, job_id, inputs, tmp_path, KeepMarked(translator, "Kaboom"), code=1)
 
 
 def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     inbox, outbox = tmp_path / "inbox", tmp_path / "outbox"
     inputs = write_corpus(inbox, "inbox", 30)
     schedule = tmp_path / "schedule.json"
-    schedule.write_text(json.dumps({"inbox": [{
-        "name": "docs", "inbox": str(inbox), "outbox": str(outbox), "schedule": "*/5 * * * *",
-        "fields": list(FIELDS)}]}), encoding="utf-8")
+    schedule.write_text(
+        json.dumps(
+            {
+                "inbox": [
+                    {
+                        "name": "docs",
+                        "inbox": str(inbox),
+                        "outbox": str(outbox),
+                        "schedule": "*/5 * * * *",
+                        "fields": list(FIELDS),
+                    }
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     beat = beat_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
     store = cluster.store()
     cluster.add_worker("scheduler", TRANSQUEUE_SCHEDULER)  # consumes the inbox queue
@@ -346,6 +377,7 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
         def settled() -> bool:
             runs = store.runs.list("docs")
             return len(runs) == count and runs[-1].state not in (SUBMITTED,)
+
         wait_for(settled, f"inbox run {count}", timeout=JOB_TIMEOUT, detail=cluster.logs)
         return store.runs.list("docs")
 
@@ -359,14 +391,12 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     assert runs_settle(2)[-1].state == NOTHING_NEW
 
     changed = inputs[1]
-    changed.write_text(changed.read_text(encoding="utf-8") + "\nOne more sentence here.\n",
-                       encoding="utf-8")
+    changed.write_text(changed.read_text(encoding="utf-8") + "\nOne more sentence here.\n", encoding="utf-8")
     beat_tick()
     third = runs_settle(3)[-1]
     assert third.state == DELIVERED
     assert third.files == {changed.name: hashlib.sha256(changed.read_bytes()).hexdigest()}
-    expected = translate_locally([inbox], tmp_path / "expected2", translator,
-                                 ReadOptions(FIELDS))
+    expected = translate_locally([inbox], tmp_path / "expected2", translator, ReadOptions(FIELDS))
     assert_same_files(outbox, expected)
 
     lock = store.client.lock("tq:inbox:docs:lock", timeout=60)

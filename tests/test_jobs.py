@@ -32,27 +32,31 @@ TEXT = "Hello there. How are you?\n\nHello there. Fine.\n"
 def test_exactly_equal_sentences_share_one_slot_across_documents():
     options = ReadOptions()
     decomposed = unicodedata.normalize("NFD", "Café time.\n")
-    sources = [Source("a.txt", "txt", TEXT), Source("b.txt", "txt", "Fine.\nCafé time.\n"),
-               Source("c.txt", "txt", decomposed)]
+    sources = [
+        Source("a.txt", "txt", TEXT),
+        Source("b.txt", "txt", "Fine.\nCafé time.\n"),
+        Source("c.txt", "txt", decomposed),
+    ]
     plan = plan_job([(s, parse_source(s, options)) for s in sources], options)
     # The NFD spelling is a sentence of its own, as in `transqueue translate`'s memory.
-    assert plan.sentences == ["Hello there.", "How are you?", "Fine.", "Café time.",
-                              decomposed.strip()]
+    assert plan.sentences == ["Hello there.", "How are you?", "Fine.", "Café time.", decomposed.strip()]
     assert [d.slots for d in plan.documents] == [(0, 1, 0, 2), (2, 3), (4,)]
     stored = [load_document(layout, "x") for layout in plan.layouts]
-    assert [d.render([seg.text for seg in d.segments]) for d in stored] == [s.text
-                                                                          for s in sources]
+    assert [d.render([seg.text for seg in d.segments]) for d in stored] == [s.text for s in sources]
 
 
 def test_stdin_units_become_documents_read_as_translate_reads_them():
     data = b'{"t": "One. Two."}\r\n\n{"t": "Three."}\n{"u": 1}'
     options = ReadOptions(fields=("t",))
     sources = stdin_sources(stream_units(iter(data.splitlines(keepends=True))), options.fields)
-    assert [s.text for s in sources] == ['{"t": "One. Two."}\r\n', "\n", '{"t": "Three."}\n',
-                                         '{"u": 1}']
+    assert [s.text for s in sources] == ['{"t": "One. Two."}\r\n', "\n", '{"t": "Three."}\n', '{"u": 1}']
     assert [(s.name, s.fmt, s.first_line) for s in sources][2] == ("<stdin>", "jsonl", 3)
     assert [[seg.text for seg in parse_source(s, options).segments] for s in sources] == [
-        ["One.", "Two."], [], ["Three."], []]
+        ["One.", "Two."],
+        [],
+        ["Three."],
+        [],
+    ]
     assert stdin_sources([(1, "Hi.\n")], ())[0].fmt == "txt"
 
 
@@ -68,8 +72,10 @@ def test_file_sources_keep_targets_and_refuse_collisions(tmp_path):
         (tmp_path / name).write_bytes(b"Hi.\r\n")
     out = tmp_path / "out"
     sources = file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "c"], out), out)
-    assert [(s.fmt, s.text, s.target) for s in sources] == [("txt", "Hi.\r\n", "x.zh.txt"),
-                                                            ("md", "Hi.\r\n", "y.md")]
+    assert [(s.fmt, s.text, s.target) for s in sources] == [
+        ("txt", "Hi.\r\n", "x.zh.txt"),
+        ("md", "Hi.\r\n", "y.md"),
+    ]
     with pytest.raises(DocumentError, match="would both be written to"):
         file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "b/x.txt"], out), out)
 
@@ -87,8 +93,17 @@ def store_job(redis_server, text: str = TEXT) -> JobStore:
     options = ReadOptions()
     source = Source("a.txt", "txt", text)
     plan = plan_job([(source, parse_source(source, options))], options)
-    store.create(NewJob(job_id="j", documents=plan.documents, layouts=plan.layouts,
-                        total=len(plan.sentences), chunks=1, out="", origin="files"))
+    store.create(
+        NewJob(
+            job_id="j",
+            documents=plan.documents,
+            layouts=plan.layouts,
+            total=len(plan.sentences),
+            chunks=1,
+            out="",
+            origin="files",
+        )
+    )
     return store
 
 

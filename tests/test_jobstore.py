@@ -30,14 +30,22 @@ FP = "fingerprint-a"
 @pytest.fixture
 def store(redis_server):
     redis_server.client().flushdb()
-    return JobStore.from_settings(Settings(redis_url=redis_server.url, result_ttl=500,
-                                           tm_ttl=900))
+    return JobStore.from_settings(Settings(redis_url=redis_server.url, result_ttl=500, tm_ttl=900))
 
 
 def make_job(store: JobStore, job_id: str = "job1", total: int = 3) -> str:
     doc = DocumentRecord("a.txt", "txt", tuple(range(total)))
-    store.create(NewJob(job_id=job_id, documents=[doc], layouts=["stored layout"], total=total,
-                        chunks=1, out="/out", origin="files"))
+    store.create(
+        NewJob(
+            job_id=job_id,
+            documents=[doc],
+            layouts=["stored layout"],
+            total=total,
+            chunks=1,
+            out="/out",
+            origin="files",
+        )
+    )
     return job_id
 
 
@@ -57,8 +65,7 @@ def test_tm_key_depends_on_fingerprint_and_exact_text():
 def test_create_stores_the_job_with_ttls(store):
     make_job(store)
     info = store.info("job1")
-    assert (info.state, info.total, info.documents, info.segments, info.out) == (
-        QUEUED, 3, 1, 3, "/out")
+    assert (info.state, info.total, info.documents, info.segments, info.out) == (QUEUED, 3, 1, 3, "/out")
     record, layout = store.document("job1", 0)
     assert record.slots == (0, 1, 2) and layout == "stored layout"
     for key in (JobKeys("job1").meta, JobKeys("job1").docs, JobKeys("job1").layouts):

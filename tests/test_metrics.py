@@ -16,22 +16,33 @@ def test_job_metrics_and_queue_length(redis_server):
     redis_server.client().flushdb()
     settings = Settings(redis_url=redis_server.url, queue="metrics-test")
     store = JobStore.from_settings(settings)
-    store.create(NewJob(job_id="j1", documents=[DocumentRecord("a.txt", "txt", (0, 1, 2, 3))],
-                        layouts=["x"], total=4, chunks=1, out="", origin="files"))
+    store.create(
+        NewJob(
+            job_id="j1",
+            documents=[DocumentRecord("a.txt", "txt", (0, 1, 2, 3))],
+            layouts=["x"],
+            total=4,
+            chunks=1,
+            out="",
+            origin="files",
+        )
+    )
     store.record("j1", 0, "a", "A", fingerprint="f", hit=False)
     store.record("j1", 1, "b", "B", fingerprint="f", hit=True)
     send_chunks(settings, "j1", [[], [], []])  # no worker consumes this queue
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()
-    for line in ('transqueue_job_sentences_done{job="j1"} 2.0',
-                 'transqueue_job_sentences_total{job="j1"} 4.0',
-                 'transqueue_job_cache_hits{job="j1"} 1.0',
-                 'transqueue_job_cache_hit_ratio{job="j1"} 0.5',
-                 'transqueue_job_dead_letters{job="j1"} 0.0',
-                 'transqueue_jobs{state="running"} 1.0',
-                 'transqueue_queue_length{queue="metrics-test"} 3.0',
-                 "transqueue_sentences_translated_total 1.0",
-                 "transqueue_cache_hits_total 1.0",
-                 "transqueue_cache_hit_ratio 0.5"):
+    for line in (
+        'transqueue_job_sentences_done{job="j1"} 2.0',
+        'transqueue_job_sentences_total{job="j1"} 4.0',
+        'transqueue_job_cache_hits{job="j1"} 1.0',
+        'transqueue_job_cache_hit_ratio{job="j1"} 0.5',
+        'transqueue_job_dead_letters{job="j1"} 0.0',
+        'transqueue_jobs{state="running"} 1.0',
+        'transqueue_queue_length{queue="metrics-test"} 3.0',
+        "transqueue_sentences_translated_total 1.0",
+        "transqueue_cache_hits_total 1.0",
+        "transqueue_cache_hit_ratio 0.5",
+    ):
         assert line in text, text

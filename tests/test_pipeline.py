@@ -75,9 +75,7 @@ def test_directory_is_mirrored_and_repeats_translated_once(tree: Path, tmp_path:
     ]
     translator = MarkingTranslator()
     report = run(tasks, translator, RunOptions(read=ReadOptions(fields=("text",))))
-    assert (
-        out / "a.txt"
-    ).read_bytes() == "【Hello there.】【Hello there.】\r\n【Hello there.】\r\n".encode()
+    assert (out / "a.txt").read_bytes() == "【Hello there.】【Hello there.】\r\n【Hello there.】\r\n".encode()
     assert (out / "sub" / "b.md").read_bytes() == expected(tree / "sub" / "b.md").encode()
     assert json.loads((out / "sub" / "c.jsonl").read_text()) == {
         "id": 1,
@@ -123,9 +121,7 @@ def test_output_tree_inside_the_input_is_not_walked(tree: Path):
 def test_bad_document_is_reported_and_the_others_written(tree: Path, tmp_path: Path):
     (tree / "bad.jsonl").write_text('{"text": "fine"}\n{"text": 3}\n')
     out = tmp_path / "out"
-    report = run(
-        plan_files([tree], out), MarkingTranslator(), RunOptions(read=ReadOptions(("text",)))
-    )
+    report = run(plan_files([tree], out), MarkingTranslator(), RunOptions(read=ReadOptions(("text",))))
     assert report.errors == [f"{tree / 'bad.jsonl'}:2:10: field 'text' holds int, not a string"]
     assert (out / "a.txt").exists() and not (out / "bad.jsonl").exists()
 
@@ -194,8 +190,10 @@ def test_two_inputs_with_one_target_are_refused(tree: Path, tmp_path: Path):
 def test_current_directory_is_mirrored_next_to_itself(tree: Path, monkeypatch):
     monkeypatch.chdir(tree / "sub")
     tasks = plan_files([Path(".")])
-    assert [task.target.resolve() for task in tasks] == [tree / "sub.zh" / "b.md",
-                                                        tree / "sub.zh" / "c.jsonl"]
+    assert [task.target.resolve() for task in tasks] == [
+        tree / "sub.zh" / "b.md",
+        tree / "sub.zh" / "c.jsonl",
+    ]
 
 
 def test_unreadable_document_is_reported_and_the_others_written(tree: Path, tmp_path: Path):

@@ -26,8 +26,9 @@ def test_json_only_late_acks_prefetch_one():
 
 def test_the_scheduler_beat_schedule_comes_from_the_schedule_file(tmp_path):
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o",
-                                           "schedule": 60}]}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o", "schedule": 60}]}), encoding="utf-8"
+    )
     config = scheduler.beat_config(Settings(schedule=str(path)))
     assert config["beat_schedule"]["inbox:a"]["schedule"] == 60.0
     assert scheduler.beat_config(Settings()) == {}

@@ -31,8 +31,7 @@ def test_toml_entries_become_beat_entries(tmp_path):
     path = tmp_path / "schedule.toml"
     path.write_text(TOML, encoding="utf-8")
     entries = load_schedule(path)
-    assert entries[0] == InboxEntry("support", "/data/in", "/data/out", "*/10 * * * *",
-                                    ("text",), False)
+    assert entries[0] == InboxEntry("support", "/data/in", "/data/out", "*/10 * * * *", ("text",), False)
     assert entries[1].reflow and entries[1].schedule == 30
     beat = beat_schedule(entries)
     assert set(beat) == {"inbox:support", "inbox:fast"}
@@ -45,19 +44,23 @@ def test_toml_entries_become_beat_entries(tmp_path):
 
 def test_json_schedule(tmp_path):
     path = tmp_path / "schedule.json"
-    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o",
-                                           "schedule": 5}]}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o", "schedule": 5}]}), encoding="utf-8"
+    )
     assert load_schedule(path)[0].schedule == 5
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ({"name": "a", "inbox": "i", "outbox": "o"}, "inbox entry 1: missing schedule"),
-    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "* * *"}, "schedule '\\* \\* \\*'"),
-    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "61 * * * *"}, "inbox entry 1"),
-    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "positive"),
-    ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
-    ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"name": "a", "inbox": "i", "outbox": "o"}, "inbox entry 1: missing schedule"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "* * *"}, "schedule '\\* \\* \\*'"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "61 * * * *"}, "inbox entry 1"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "positive"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
+        ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
+    ],
+)
 def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"inbox": [entry]}), encoding="utf-8")

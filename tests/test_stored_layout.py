@@ -13,18 +13,28 @@ from producer.stored_layout import dump_document, load_document
 DOCUMENTS = [
     ("txt", ReadOptions(), "Hello there. How are you?\r\n\r\n  Fine, thanks!\r\nBye"),
     ("txt", ReadOptions(reflow=True), "A hard\nwrapped line. And more\nof it.\n\nNext one.\n"),
-    ("md", ReadOptions(), "# Title here\n\nSome *text*. More [text](http://x.y).\n\n"
-                          "- one item. Two.\n- three\n\n```\ncode. stays.\n```\n"),
-    ("jsonl", ReadOptions(fields=("text", "meta.title")),
-     '{"id": 1, "text": "Caf\\u00e9 time. Line\\nbreak.", "meta": {"title": "A title."}}\r\n'
-     '{"id": 2, "text": null}\n{"id": 3, "text": "\\"Quoted.\\" Fine."}'),
+    (
+        "md",
+        ReadOptions(),
+        "# Title here\n\nSome *text*. More [text](http://x.y).\n\n"
+        "- one item. Two.\n- three\n\n```\ncode. stays.\n```\n",
+    ),
+    (
+        "jsonl",
+        ReadOptions(fields=("text", "meta.title")),
+        '{"id": 1, "text": "Caf\\u00e9 time. Line\\nbreak.", "meta": {"title": "A title."}}\r\n'
+        '{"id": 2, "text": null}\n{"id": 3, "text": "\\"Quoted.\\" Fine."}',
+    ),
 ]
 
 
 def translations(texts: list[str]) -> list[list[str]]:
     """Identity, CJK (drops gaps, re-encodes JSON values) and mixed translations."""
-    return [texts, [f"句子{i}。" for i in range(len(texts))],
-            [t if i % 2 else f"译{i}" for i, t in enumerate(texts)]]
+    return [
+        texts,
+        [f"句子{i}。" for i in range(len(texts))],
+        [t if i % 2 else f"译{i}" for i, t in enumerate(texts)],
+    ]
 
 
 @pytest.mark.parametrize(("fmt", "options", "content"), DOCUMENTS)
@@ -32,7 +42,8 @@ def test_a_stored_document_renders_like_the_parsed_one(fmt, options, content):
     doc = parse_text(content, fmt, options)
     stored = load_document(dump_document(doc), "doc")
     assert [(s.index, s.text, s.start, s.end) for s in stored.segments] == [
-        (s.index, s.text, s.start, s.end) for s in doc.segments]
+        (s.index, s.text, s.start, s.end) for s in doc.segments
+    ]
     assert stored.render([s.text for s in stored.segments]) == content
     for attempt in translations([s.text for s in doc.segments]):
         assert stored.render(attempt) == doc.render(attempt)
@@ -46,13 +57,16 @@ def test_rendering_never_segments_again(monkeypatch):
     assert load_document(stored, "a.txt").render(["一。", "二。"]) == "一。二。\n"
 
 
-@pytest.mark.parametrize("change", [
-    lambda data: data["parts"].pop(),                        # a slot missing
-    lambda data: data["parts"].append({"slot": 0}),          # a slot twice
-    lambda data: data["segments"].append([40, 45, "Extra."]),  # a segment without a slot
-    lambda data: data["parts"].append({"raw": "42", "parts": []}),  # not a JSON string
-    lambda data: data.pop("segments"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda data: data["parts"].pop(),  # a slot missing
+        lambda data: data["parts"].append({"slot": 0}),  # a slot twice
+        lambda data: data["segments"].append([40, 45, "Extra."]),  # a segment without a slot
+        lambda data: data["parts"].append({"raw": "42", "parts": []}),  # not a JSON string
+        lambda data: data.pop("segments"),
+    ],
+)
 def test_stored_data_that_does_not_line_up_names_the_document(change):
     data = json.loads(dump_document(parse_text("One. Two.\n", "txt")))
     data["parts"] = [p for p in data["parts"] if p != "\n"]

@@ -29,8 +29,17 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
     settings = Settings(redis_url=server.url, max_deliveries=1)
     store = JobStore.from_settings(settings)
-    store.create(NewJob(job_id="j", documents=[DocumentRecord("a.txt", "txt", (0, 1))],
-                        layouts=["x"], total=2, chunks=1, out="", origin="files"))
+    store.create(
+        NewJob(
+            job_id="j",
+            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
+            layouts=["x"],
+            total=2,
+            chunks=1,
+            out="",
+            origin="files",
+        )
+    )
 
     def fail(*_args: object) -> None:
         server.kill()

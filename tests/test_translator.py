@@ -54,9 +54,7 @@ def test_split_points_prefer_punctuation_then_word_starts():
 def test_same_output_whatever_the_thread_count_or_instance(tiny_bundle, int8):
     sentences = ["Tom asked Mary to help him.", "Where is the train station?", "OK."]
     two_threads = Translator(tiny_bundle, threads=2)
-    assert [r.text for r in int8.translate(sentences)] == [
-        r.text for r in two_threads.translate(sentences)
-    ]
+    assert [r.text for r in int8.translate(sentences)] == [r.text for r in two_threads.translate(sentences)]
 
 
 def test_fingerprint_depends_on_precision(tiny_bundle, int8):

@@ -57,8 +57,9 @@ class _Writer:
 
     def result(self, item: Item, text: str, *, hit: bool) -> None:
         slot, source = item
-        if self._note(self.store.record(self.job_id, slot, source, text,
-                                        fingerprint=self.fingerprint, hit=hit)):
+        if self._note(
+            self.store.record(self.job_id, slot, source, text, fingerprint=self.fingerprint, hit=hit)
+        ):
             if hit:
                 self.hits += 1
             else:
@@ -66,23 +67,42 @@ class _Writer:
 
     def dead_letter(self, item: Item, reason: str) -> None:
         slot, source = item
-        letter = DeadLetter(slot=slot, text=source, reason=reason, chunk=self.chunk,
-                            deliveries=self.deliveries, at=time.time())
+        letter = DeadLetter(
+            slot=slot,
+            text=source,
+            reason=reason,
+            chunk=self.chunk,
+            deliveries=self.deliveries,
+            at=time.time(),
+        )
         if self._note(self.store.dead_letter(self.job_id, letter)):
             self.dead += 1
 
     def error(self, message: str) -> None:
-        self.store.add_error(self.job_id, {
-            "at": time.time(), "chunk": self.chunk, "deliveries": self.deliveries,
-            "error": message, "worker": current_worker(),
-        })
+        self.store.add_error(
+            self.job_id,
+            {
+                "at": time.time(),
+                "chunk": self.chunk,
+                "deliveries": self.deliveries,
+                "error": message,
+                "worker": current_worker(),
+            },
+        )
 
     def outcome(self) -> ChunkOutcome:
         return ChunkOutcome(self.translated, self.hits, self.dead, self.finalized)
 
 
-def process_chunk(store: JobStore, translator: SentenceTranslator, job_id: str, chunk: int,
-                  items: Sequence[Item], deliveries: int, max_deliveries: int) -> ChunkOutcome:
+def process_chunk(
+    store: JobStore,
+    translator: SentenceTranslator,
+    job_id: str,
+    chunk: int,
+    items: Sequence[Item],
+    deliveries: int,
+    max_deliveries: int,
+) -> ChunkOutcome:
     """Settle every slot of a chunk (result or dead letter); see the module docstring."""
     fingerprint = translator.fingerprint
     writer = _Writer(store, job_id, chunk, deliveries, fingerprint)
@@ -91,8 +111,11 @@ def process_chunk(store: JobStore, translator: SentenceTranslator, job_id: str, 
         return writer.outcome()
     if job_fingerprint != fingerprint:
         for item in items:
-            writer.dead_letter(item, f"this worker's model ({fingerprint[:12]}) differs from "
-                                     f"the one the job started with ({job_fingerprint[:12]})")
+            writer.dead_letter(
+                item,
+                f"this worker's model ({fingerprint[:12]}) differs from "
+                f"the one the job started with ({job_fingerprint[:12]})",
+            )
         return writer.outcome()
 
     settled = store.settled(job_id, [slot for slot, _ in items])
@@ -106,8 +129,9 @@ def process_chunk(store: JobStore, translator: SentenceTranslator, job_id: str, 
             writer.result(item, known, hit=True)
 
     if todo and deliveries > max_deliveries:
-        writer.dead_letter(todo[0], f"delivered {deliveries} times (cap {max_deliveries}); "
-                                    f"its worker was lost each time")
+        writer.dead_letter(
+            todo[0], f"delivered {deliveries} times (cap {max_deliveries}); its worker was lost each time"
+        )
         todo = todo[1:]
     if deliveries == 1 and todo:
         todo = _translate_batch(translator, writer, todo)
@@ -121,8 +145,7 @@ def process_chunk(store: JobStore, translator: SentenceTranslator, job_id: str, 
     return writer.outcome()
 
 
-def _translate_batch(translator: SentenceTranslator, writer: _Writer,
-                     todo: list[Item]) -> list[Item]:
+def _translate_batch(translator: SentenceTranslator, writer: _Writer, todo: list[Item]) -> list[Item]:
     """Translate `todo` as one batch; return the items left when the model raised."""
     try:
         results = iter(translator.translate([text for _, text in todo]))

@@ -26,17 +26,21 @@ class JobMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         """Yield the metrics described in the module docstring."""
         job = ["job"]
-        done = GaugeMetricFamily("transqueue_job_sentences_done",
-                                 "Distinct sentences of the job translated", labels=job)
-        total = GaugeMetricFamily("transqueue_job_sentences_total",
-                                  "Distinct sentences of the job", labels=job)
-        hits = GaugeMetricFamily("transqueue_job_cache_hits",
-                                 "Sentences of the job taken from the translation memory",
-                                 labels=job)
-        ratio = GaugeMetricFamily("transqueue_job_cache_hit_ratio",
-                                  "Cache hits / sentences done, for the job", labels=job)
-        dead = GaugeMetricFamily("transqueue_job_dead_letters",
-                                 "Sentences of the job in dead letters", labels=job)
+        done = GaugeMetricFamily(
+            "transqueue_job_sentences_done", "Distinct sentences of the job translated", labels=job
+        )
+        total = GaugeMetricFamily(
+            "transqueue_job_sentences_total", "Distinct sentences of the job", labels=job
+        )
+        hits = GaugeMetricFamily(
+            "transqueue_job_cache_hits", "Sentences of the job taken from the translation memory", labels=job
+        )
+        ratio = GaugeMetricFamily(
+            "transqueue_job_cache_hit_ratio", "Cache hits / sentences done, for the job", labels=job
+        )
+        dead = GaugeMetricFamily(
+            "transqueue_job_dead_letters", "Sentences of the job in dead letters", labels=job
+        )
         states: Counter[str] = Counter()
         for job_id in self.store.job_ids():
             info = self.store.info(job_id)
@@ -56,21 +60,22 @@ class JobMetrics(Collector):
         yield jobs
 
         settings = self.store.settings
-        queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker",
-                                   labels=["queue"])
+        queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker", labels=["queue"])
         for queue in (settings.queue, settings.inbox_queue):
             queued.add_metric([queue], queue_length(settings, queue))
         yield queued
 
         stats = self.store.stats()
         translated, cached = stats.get("translated", 0), stats.get("hits", 0)
-        yield CounterMetricFamily("transqueue_sentences_translated",
-                                  "Sentences translated by the model", value=translated)
-        yield CounterMetricFamily("transqueue_cache_hits",
-                                  "Sentences taken from the translation memory", value=cached)
-        yield CounterMetricFamily("transqueue_dead_letters", "Sentences given up",
-                                  value=stats.get("dead", 0))
-        overall = GaugeMetricFamily("transqueue_cache_hit_ratio",
-                                    "Cache hits / all sentences settled by the workers")
+        yield CounterMetricFamily(
+            "transqueue_sentences_translated", "Sentences translated by the model", value=translated
+        )
+        yield CounterMetricFamily(
+            "transqueue_cache_hits", "Sentences taken from the translation memory", value=cached
+        )
+        yield CounterMetricFamily("transqueue_dead_letters", "Sentences given up", value=stats.get("dead", 0))
+        overall = GaugeMetricFamily(
+            "transqueue_cache_hit_ratio", "Cache hits / all sentences settled by the workers"
+        )
         overall.add_metric([], cached / (cached + translated) if cached + translated else 0.0)
         yield overall

@@ -51,33 +51,66 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
             return
         deliveries = store.count_delivery(job_id, chunk) if info else 0
         if not info or deliveries == 0:  # the job is gone (or expired just now)
-            store.add_orphan({"job": job_id, "chunk": chunk, "sentences": len(pairs),
-                              "reason": "no such job (expired, or never created)",
-                              "at": time.time()})
+            store.add_orphan(
+                {
+                    "job": job_id,
+                    "chunk": chunk,
+                    "sentences": len(pairs),
+                    "reason": "no such job (expired, or never created)",
+                    "at": time.time(),
+                }
+            )
             return
-        outcome = process_chunk(store, runtime.load_translator(settings), job_id, chunk, pairs,
-                                deliveries, settings.max_deliveries)
+        outcome = process_chunk(
+            store,
+            runtime.load_translator(settings),
+            job_id,
+            chunk,
+            pairs,
+            deliveries,
+            settings.max_deliveries,
+        )
     except Exception as exc:
         try:
-            _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, deliveries,
-                            exc)
+            _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, deliveries, exc)
         except redis.RedisError as lost:
-            raise Reject(f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
-                         f"could not be recorded ({lost!r})", requeue=True) from lost
+            raise Reject(
+                f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
+                f"could not be recorded ({lost!r})",
+                requeue=True,
+            ) from lost
         return
     if outcome.finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
 
 
-def _settle_failure(store: JobStore, max_deliveries: int, job_id: str, chunk: int,
-                    pairs: list[tuple[int, str]], deliveries: int, exc: Exception) -> None:
+def _settle_failure(
+    store: JobStore,
+    max_deliveries: int,
+    job_id: str,
+    chunk: int,
+    pairs: list[tuple[int, str]],
+    deliveries: int,
+    exc: Exception,
+) -> None:
     """Record a chunk's failure: requeue it (Reject) below the cap, else dead-letter it."""
     if not isinstance(exc, redis.RedisError):  # a bug: show it in `transqueue status`
-        store.add_error(job_id, {"at": time.time(), "chunk": chunk, "deliveries": deliveries,
-                                 "error": repr(exc), "worker": current_worker()})
+        store.add_error(
+            job_id,
+            {
+                "at": time.time(),
+                "chunk": chunk,
+                "deliveries": deliveries,
+                "error": repr(exc),
+                "worker": current_worker(),
+            },
+        )
     if deliveries < max_deliveries:
         raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
     for slot, text in pairs:
-        store.dead_letter(job_id, DeadLetter(slot=slot, text=text, reason=repr(exc),
-                                             chunk=chunk, deliveries=deliveries,
-                                             at=time.time()))
+        store.dead_letter(
+            job_id,
+            DeadLetter(
+                slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=deliveries, at=time.time()
+            ),
+        )

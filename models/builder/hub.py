@@ -60,9 +60,7 @@ def resolve(source: str, revision: str | None = None) -> Checkpoint:
     from huggingface_hub import snapshot_download
 
     try:
-        directory = Path(
-            snapshot_download(source, revision=revision, allow_patterns=CHECKPOINT_PATTERNS)
-        )
+        directory = Path(snapshot_download(source, revision=revision, allow_patterns=CHECKPOINT_PATTERNS))
     except Exception as error:  # offline, unreachable endpoint, unknown repo or revision
         raise SourceError(
             f"could not download {source} from the HuggingFace hub ({type(error).__name__}: "

@@ -104,9 +104,7 @@ def write_tokenizer_files(
     (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
 
 
-def marian_config(
-    vocab: dict[str, int], *, d_model: int, layers: int, heads: int, ffn_dim: int, **extra
-):
+def marian_config(vocab: dict[str, int], *, d_model: int, layers: int, heads: int, ffn_dim: int, **extra):
     """Return a MarianConfig with the opus-mt-en-zh special-token conventions.
 
     pad is the last id and also the decoder start token, eos is 0, and the input/output

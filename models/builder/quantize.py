@@ -78,9 +78,7 @@ def quantize_tied_embedding(model: onnx.ModelProto) -> onnx.ModelProto:
         helper.make_node("Mul", ["emb.rows", "emb.scale_col"], [lookup_out]),
         # lm_head: u8 activations × s8 weights, then activation scale × row scale + bias
         helper.make_node("DynamicQuantizeLinear", [hidden], ["lm.h_q", "lm.h_scale", "lm.h_zp"]),
-        helper.make_node(
-            "MatMulInteger", ["lm.h_q", "embed_tokens.int8_t", "lm.h_zp"], ["lm.acc"]
-        ),
+        helper.make_node("MatMulInteger", ["lm.h_q", "embed_tokens.int8_t", "lm.h_zp"], ["lm.acc"]),
         helper.make_node("Cast", ["lm.acc"], ["lm.acc_f"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["lm.h_scale", "embed_tokens.row_scale"], ["lm.scale"]),
         helper.make_node("Mul", ["lm.acc_f", "lm.scale"], ["lm.scaled"]),

@@ -58,9 +58,7 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     if normalizer is not None:
         tokenizer.normalizer = normalizer
     prepend = "always" if proto.normalizer_spec.add_dummy_prefix else "never"
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
-        replacement="▁", prepend_scheme=prepend, split=False
-    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=False)
     tokenizer.add_special_tokens(
         [AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS]
     )

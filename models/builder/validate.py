@@ -128,16 +128,20 @@ def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: Vali
             )
             raise ValidationError(
                 f"sentence {number} ({sentence!r}): greedy ids diverge from "
-                f"model.generate at step {step}: bundle {got[step:step + 5]} vs "
-                f"PyTorch {expected[step:step + 5]}"
+                f"model.generate at step {step}: bundle {got[step : step + 5]} vs "
+                f"PyTorch {expected[step : step + 5]}"
             )
         tokens = [fp32.config.decoder_start_token_id, *expected]
         ours = np.stack(list(fp32.step_logits(source_ids, tokens)))
         with torch.no_grad():
-            theirs = model(
-                input_ids=torch.tensor([reference_ids]),
-                decoder_input_ids=torch.tensor([tokens]),
-            ).logits[0].numpy()
+            theirs = (
+                model(
+                    input_ids=torch.tensor([reference_ids]),
+                    decoder_input_ids=torch.tensor([tokens]),
+                )
+                .logits[0]
+                .numpy()
+            )
         for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             diff = float(np.abs(a - b).max())
             cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -218,9 +222,7 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     from models.translator import Translator
 
     torch.manual_seed(0)
-    model = MarianMTModel.from_pretrained(
-        model_dir, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    model = MarianMTModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
     tokenizer = MarianTokenizer.from_pretrained(model_dir)
     sentences = regression_sentences()
     fp32 = Translator(bundle_dir, precision="fp32", threads=1, warmup=False)

@@ -74,9 +74,7 @@ def _report(result: dict) -> str:
         "| --- | --- | --- |",
     ]
     for precision in ("fp32", "int8"):
-        lines.append(
-            f"| {precision} | {scores[precision]['bleu']:.1f} | {scores[precision]['chrf']:.1f} |"
-        )
+        lines.append(f"| {precision} | {scores[precision]['bleu']:.1f} | {scores[precision]['chrf']:.1f} |")
     lines += [
         "",
         f"int8 output identical to fp32 on {result['int8_exact_match']:.1%} of the dev sentences.",
@@ -84,7 +82,7 @@ def _report(result: dict) -> str:
         "| English | demo model (int8) | reference |",
         "| --- | --- | --- |",
     ]
-    for (en, zh), out in list(zip(result["dev"], result["outputs"]["int8"], strict=True))[:: 100][:10]:
+    for (en, zh), out in list(zip(result["dev"], result["outputs"]["int8"], strict=True))[::100][:10]:
         lines.append(f"| {en} | {out} | {zh} |")
     lines += ["", "Data: Tatoeba (tatoeba.org) via www.manythings.org/anki, CC BY 2.0 FR."]
     return "\n".join(lines) + "\n"

@@ -282,8 +282,13 @@ def save_checkpoint(model, tok_dir: Path, out: Path) -> None:
     model.generation_config = marian_generation_config(vocab)
     model.half().save_pretrained(out)
     model.float()
-    for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json",
-                 "special_tokens_map.json"):
+    for name in (
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ):
         (out / name).write_bytes((tok_dir / name).read_bytes())
     (out / "ATTRIBUTION.md").write_text(ATTRIBUTION)
 

@@ -37,9 +37,7 @@ def build(
         try:
             record = json.loads(content)
         except json.JSONDecodeError as error:
-            raise DocumentError(
-                f"{where}:{number}:{error.colno}: invalid JSON: {error.msg}"
-            ) from None
+            raise DocumentError(f"{where}:{number}:{error.colno}: invalid JSON: {error.msg}") from None
         if not isinstance(record, dict):
             continue
         values: dict[tuple[int, int], str] = {}
@@ -60,9 +58,7 @@ def build(
             _translate_value(builder, line.start + start, line.start + end, value, reflow)
 
 
-def _translate_value(
-    builder: LayoutBuilder, start: int, end: int, value: str, reflow: bool
-) -> None:
+def _translate_value(builder: LayoutBuilder, start: int, end: int, value: str, reflow: bool) -> None:
     raw = builder.source[start:end]
     positions = _raw_positions(raw)
     nested = LayoutBuilder(value, builder.segments, lambda p: builder.offset(start + positions[p]))

@@ -79,11 +79,7 @@ def build(builder: LayoutBuilder) -> None:
 
 def _continues(last: _TextLine, line: _TextLine) -> bool:
     """Whether ``line`` continues the paragraph that ``last`` belongs to."""
-    return (
-        line.kind == "text"
-        and last.kind in ("text", "item")
-        and line.quote_depth == last.quote_depth
-    )
+    return line.kind == "text" and last.kind in ("text", "item") and line.quote_depth == last.quote_depth
 
 
 def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
