@@ -90,6 +90,14 @@ KEY_PREFIX = "tq"
 #: whose job is still being translated are always kept).
 RUNS_KEPT = 200
 
+#: Oldest entries of the job index (``tq:jobs``) checked at each submit: those whose job
+#: expired are removed, so the index stays near the number of live jobs without a TTL.
+INDEX_PRUNED_PER_JOB = 10
+
+#: Seconds the records of an inbox entry (its runs and the hashes of delivered files) are
+#: kept after its last run; each run renews them. A removed entry's records go away after it.
+INBOX_RECORDS_TTL = 90 * 24 * 3600
+
 #: Errors kept per job (the newest).
 ERRORS_KEPT = 100
 

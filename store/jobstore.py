@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -21,12 +22,33 @@ from redis.retry import Retry
 
 from store import defaults, scripts
 from store.config import Settings
-from store.keys import JOBS_KEY, ORPHANS_KEY, STATS_KEY, JobKeys, tm_key
+from store.keys import JOBS_KEY, NAME_PATTERN, ORPHANS_KEY, STATS_KEY, JobKeys, tm_key
 from store.runs import RunStore
 
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
 FINISHED_STATES = (DONE, PARTIAL)
+
+
+class CorruptRecord(ValueError):
+    """A stored record that is not what transqueue writes (written by someone else, or by a
+    different version); the message names the key."""
+
+
+class _Retry(Retry):
+    """redis-py's Retry, except that a refused password is never retried: no retry fixes it."""
+
+    def call_with_retry(
+        self, do: Any, fail: Any, is_retryable: Any = None, with_failure_count: bool = False
+    ) -> Any:
+        """As `Retry.call_with_retry`, with authentication failures raised at once."""
+
+        def retryable(error: Exception) -> bool:
+            return not isinstance(error, redis.AuthenticationError) and (
+                is_retryable is None or is_retryable(error)
+            )
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 def connect(url: str, *, patient: bool) -> redis.Redis:
@@ -39,7 +61,7 @@ def connect(url: str, *, patient: bool) -> redis.Redis:
     return redis.Redis.from_url(
         url,
         decode_responses=True,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries),
+        retry=_Retry(ExponentialBackoff(cap=2.0, base=0.1), retries),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
     )
@@ -250,6 +272,7 @@ class JobStore:
             pipe.expire(key, self.settings.result_ttl)
         pipe.zadd(JOBS_KEY, {job.job_id: now})
         pipe.execute()
+        self._index(stop=defaults.INDEX_PRUNED_PER_JOB - 1)  # keeps the index near the live jobs
 
     def try_finalize(self, job_id: str) -> bool:
         """Finalize a job whose slots are all settled; True if this call finalized it."""
@@ -322,21 +345,35 @@ class JobStore:
     # -- reading ------------------------------------------------------------------------------
 
     def info(self, job_id: str) -> JobInfo | None:
-        """The job's counters, or None if there is no such job (or it expired)."""
-        h = self.client.hgetall(JobKeys(job_id).meta)
-        return JobInfo.from_hash(job_id, h) if h else None
+        """The job's counters, or None if there is no such job (or it expired).
+
+        Raises `store.keys.BadName` for an id that is not of the allowed form, and
+        CorruptRecord when the key holds something that is not a job.
+        """
+        key = JobKeys(job_id).meta
+        try:
+            h = self.client.hgetall(key)
+            return JobInfo.from_hash(job_id, h) if h else None
+        except (redis.ResponseError, KeyError, ValueError) as exc:  # WRONGTYPE, missing field
+            raise CorruptRecord(f"{key} does not hold a job ({exc!r})") from None
 
     def job_ids(self) -> list[str]:
         """Ids of the known jobs, oldest first; expired ones are dropped from the index."""
-        ids = self.client.zrange(JOBS_KEY, 0, -1)
+        return self._index(stop=-1)
+
+    def _index(self, stop: int) -> list[str]:
+        """The live job ids among the oldest entries of the index (up to `stop`, -1 for all);
+        entries whose job expired, or that are no job id at all, are removed from it."""
+        ids = self.client.zrange(JOBS_KEY, 0, stop)
+        valid = [job_id for job_id in ids if NAME_PATTERN.fullmatch(job_id)]
         pipe = self.client.pipeline()
-        for job_id in ids:
+        for job_id in valid:
             pipe.exists(JobKeys(job_id).meta)
-        alive = pipe.execute()
-        gone = [job_id for job_id, ok in zip(ids, alive, strict=True) if not ok]
+        alive = [job_id for job_id, ok in zip(valid, pipe.execute(), strict=True) if ok]
+        gone = set(ids) - set(alive)
         if gone:
             self.client.zrem(JOBS_KEY, *gone)
-        return [job_id for job_id, ok in zip(ids, alive, strict=True) if ok]
+        return alive
 
     def document(self, job_id: str, n: int) -> tuple[DocumentRecord, str]:
         """Document `n` of a job and its stored layout."""

@@ -7,18 +7,44 @@ All keys start with `store.defaults.KEY_PREFIX` ("tq"):
   jobs), ``tq:orphans`` (chunks that arrived for no known job);
 - ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`);
 - ``tq:inbox:<name>:runs|seen|lock``: one scheduled inbox entry (`InboxKeys`).
+
+Job ids and inbox names reach Redis from task messages and the command line, so both are
+checked here before they become part of a key (`check_name`): a name such as
+``<job>:docs`` would otherwise address another key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import uuid
 from dataclasses import dataclass
 
 from store.defaults import KEY_PREFIX
 
+#: What a job id or an inbox name may be: 1 to 64 letters, digits, '_' or '-' (never ':',
+#: so a name can address no other key). Submit makes job ids of 12 hex digits.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
 JOBS_KEY = f"{KEY_PREFIX}:jobs"
 STATS_KEY = f"{KEY_PREFIX}:stats"
 ORPHANS_KEY = f"{KEY_PREFIX}:orphans"
+
+
+class BadName(ValueError):
+    """A job id or inbox name that is not of the allowed form; the message quotes it."""
+
+
+def check_name(value: object, what: str = "job id") -> str:
+    """`value` if it is a str matching `NAME_PATTERN`, else BadName naming `what`."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise BadName(f"{what} {value!r} is not valid (1 to 64 letters, digits, '_' or '-')")
+    return value
+
+
+def new_job_id() -> str:
+    """A fresh job id: 12 hex digits."""
+    return uuid.uuid4().hex[:12]
 
 
 def tm_key(sentence: str, fingerprint: str) -> str:
@@ -34,9 +60,12 @@ def tm_key(sentence: str, fingerprint: str) -> str:
 
 @dataclass(frozen=True)
 class JobKeys:
-    """The Redis keys of one job."""
+    """The Redis keys of one job; BadName for an id that is not of the allowed form."""
 
     job_id: str
+
+    def __post_init__(self) -> None:
+        check_name(self.job_id)
 
     @property
     def meta(self) -> str:
@@ -83,9 +112,13 @@ class JobKeys:
 
 @dataclass(frozen=True)
 class InboxKeys:
-    """The Redis keys of one scheduled inbox entry."""
+    """The Redis keys of one scheduled inbox entry; BadName for a name not of the allowed
+    form."""
 
     name: str
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "inbox name")
 
     def _sub(self, what: str) -> str:
         return f"{KEY_PREFIX}:inbox:{self.name}:{what}"

@@ -74,6 +74,7 @@ class RunStore:
         """Store a run; past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
         key = InboxKeys(run.inbox).runs
         self.client.hset(key, run.run_id, run.to_json())
+        self.client.expire(key, defaults.INBOX_RECORDS_TTL)
         extra = self.client.hlen(key) - defaults.RUNS_KEPT
         if extra > 0:
             finished = [r.run_id for r in self.list(run.inbox) if r.state != SUBMITTED]
@@ -87,7 +88,14 @@ class RunStore:
     def mark_seen(self, name: str, files: dict[str, str]) -> None:
         """Remember files (name -> sha256) as done: they are not submitted again unchanged."""
         if files:
-            self.client.hset(InboxKeys(name).seen, mapping=files)
+            key = InboxKeys(name).seen
+            self.client.hset(key, mapping=files)
+            self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+
+    def forget_seen(self, name: str, names: list[str]) -> None:
+        """Forget done files (no longer in the inbox): the hash holds only present files."""
+        if names:
+            self.client.hdel(InboxKeys(name).seen, *names)
 
     def lock(self, name: str, timeout: float) -> Lock:
         """The entry's lock (not yet taken), expiring `timeout` seconds after each (re)take.

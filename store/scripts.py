@@ -18,6 +18,10 @@ local function finalize(job, now)
   else redis.call('HSET', job, 'state', 'done') end
   return 1
 end
+local function in_range(job, slot)
+  local n, total = tonumber(slot), tonumber(redis.call('HGET', job, 'total') or '0')
+  return n ~= nil and n == math.floor(n) and n >= 0 and n < total
+end
 local function expire_all(first, ttl)
   for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
@@ -25,11 +29,13 @@ end
 
 # KEYS: job, results, dead, stats, tm, then every job key to keep alive.
 # ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
-# Returns {written, finalized}; written is -1 when the job does not exist.
+# Returns {written, finalized}; written is -1 when the job does not exist, -2 when the slot
+# is not one of the job's (0 <= slot < total): nothing is written then.
 RECORD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
 redis.call('HINCRBY', KEYS[1], 'done', 1)
@@ -50,11 +56,12 @@ return {1, finalize(KEYS[1], ARGV[4])}
 )
 
 # KEYS: job, results, dead, stats, then every job key to keep alive.
-# ARGV: slot, dead letter JSON, now, result_ttl.
+# ARGV: slot, dead letter JSON, now, result_ttl. Returns as RECORD does.
 DEAD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
 redis.call('HINCRBY', KEYS[1], 'dead', 1)

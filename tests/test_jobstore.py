@@ -14,6 +14,7 @@ from store.jobstore import (
     PARTIAL,
     QUEUED,
     RUNNING,
+    CorruptRecord,
     DeadLetter,
     DocumentRecord,
     JobKeys,
@@ -218,3 +219,31 @@ def test_a_missing_job_is_never_recreated_and_delivery_counts_expire(store):
     assert store.count_delivery("job1", 0) == 0
     assert store.claim_fingerprint("job1", FP) is None
     assert store.info("job1") is None
+
+
+def test_a_slot_outside_the_job_is_never_written_or_counted(store):
+    make_job(store, total=2)
+    for slot in (2, -1, 99):
+        assert not store.record("job1", slot, "s", "t", fingerprint=FP, hit=False).written
+        assert not store.dead_letter("job1", letter(slot)).written
+    info = store.info("job1")
+    assert (info.done, info.dead, info.finished) == (0, 0, False)
+    assert store.client.hlen(JobKeys("job1").results) == 0
+
+
+def test_a_key_that_holds_no_job_is_a_corrupt_record(store):
+    store.client.set(JobKeys("str").meta, "not a hash")
+    store.client.hset(JobKeys("nostate").meta, "total", "3")
+    for job_id in ("str", "nostate"):
+        with pytest.raises(CorruptRecord, match=f"tq:job:{job_id} does not hold a job"):
+            store.info(job_id)
+
+
+def test_the_index_stays_near_the_live_jobs(store):
+    for n in range(5):
+        make_job(store, f"old{n}")
+        store.client.delete(JobKeys(f"old{n}").meta)  # expired
+    store.client.zadd("tq:jobs", {"bad:name": 0})
+    make_job(store, "new")  # each submit prunes the oldest entries of the index
+    assert store.client.zrange("tq:jobs", 0, -1) == ["new"]
+    assert store.job_ids() == ["new"]
