@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -11,11 +12,14 @@ from celery.concurrency.thread import TaskPool as ThreadPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
-from store.jobstore import CANCELLED, DeadLetter, JobStore, process_store
+from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobStore, process_store
 from store.queues import DELIVER_TASK, TRANSLATE_TASK
 from worker import runtime
 from worker.celery import app
 from worker.chunks import current_worker, process_chunk
+from worker.messages import BadMessage, check_ranges, parse_chunk
+
+logger = logging.getLogger(__name__)
 
 
 @signals.worker_process_init.connect
@@ -32,9 +36,10 @@ def _load_for_threads(sender: Any = None, **_: Any) -> None:
 
 
 @app.task(name=TRANSLATE_TASK, shared=False)
-def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
+def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
 
+    A message that is not a valid chunk of its job (`worker.messages`) is dropped at once.
     Whatever goes wrong outside the model (the job store unreachable past its retries, a
     bug) sends the chunk back to the queue; past the delivery cap its remaining sentences
     are dead-lettered with the error instead, so no chunk loops forever. If even that
@@ -43,10 +48,19 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
     """
     settings = env_settings()
     store = process_store(settings)
-    pairs = [(int(slot), str(text)) for slot, text in items]
+    try:
+        message = parse_chunk(job_id, chunk, items)
+        info = store.info(message.job_id)
+        if info is not None:
+            check_ranges(message, info)
+    except (BadMessage, CorruptRecord) as exc:
+        _drop(store, job_id, chunk, exc)
+        return
+    except redis.RedisError as exc:  # the job store is unreachable: try again later
+        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
+    job_id, chunk, pairs = message.job_id, message.chunk, message.pairs
     deliveries = 0
     try:
-        info = store.info(job_id)
         if info is not None and info.state == CANCELLED:
             return
         deliveries = store.count_delivery(job_id, chunk) if info else 0
@@ -82,6 +96,22 @@ def translate_chunk(job_id: str, chunk: int, items: list[list[Any]]) -> None:
         return
     if outcome.finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
+
+
+def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> None:
+    """Drop a message that is not a valid chunk of a job: one log line, one orphan record."""
+    logger.warning("dropped a %s message: %s", TRANSLATE_TASK, exc)
+    try:
+        store.add_orphan(
+            {
+                "job": f"{job_id!r:.80}",
+                "chunk": f"{chunk!r:.20}",
+                "reason": f"refused: {exc}",
+                "at": time.time(),
+            }
+        )
+    except redis.RedisError as lost:
+        logger.warning("the dropped message could not be recorded: %r", lost)
 
 
 def _settle_failure(
