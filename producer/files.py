@@ -92,3 +92,19 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def contained(root: Path, relative: str) -> Path:
+    """``root / relative``, refused (DocumentError naming the path) unless it stays under ``root``.
+
+    ``relative`` comes from stored job data, which anyone who can write to Redis can change:
+    an absolute path, a ``..`` component or a symbolic link that leads out of ``root`` is
+    refused before anything is written.
+    """
+    path = Path(relative)
+    if not relative or path.is_absolute() or ".." in path.parts:
+        raise DocumentError(f"{relative!r}: refusing to write outside {root} (not a plain relative path)")
+    target = root / path
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise DocumentError(f"{target}: refusing to write outside {root} (a symbolic link leads out of it)")
+    return target

@@ -13,6 +13,7 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
 once it failed to parse (the run says why; it is tried again when its content changes).
+A file that leaves the inbox is forgotten, so the remembered hashes never outgrow it.
 A file that vanishes or cannot be read during the scan is recorded as skipped and tried
 again at the next run.
 
@@ -28,6 +29,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,8 +37,8 @@ import redis
 from redis.exceptions import LockError
 
 from producer.documents import DocumentError, ReadOptions
-from producer.files import plan_files, write_atomic
-from producer.jobs import file_source, iter_documents, parse_source, submit
+from producer.files import contained, plan_files, write_atomic
+from producer.jobs import check_targets, file_source, iter_documents, parse_source, submit
 from producer.schedule import InboxEntry
 from store.jobstore import CANCELLED, PARTIAL, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
@@ -113,7 +115,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     try:
         for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
-                _deliver(store, earlier)
+                _deliver(store, earlier, Path(entry.outbox))
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
         return run
@@ -135,9 +137,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         tasks = plan_files([inbox], outbox)
     except (DocumentError, OSError) as exc:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
+    named = {str(task.source.relative_to(inbox)): task for task in tasks}
+    store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     parsed, files, invalid, skipped = [], {}, {}, {}
-    for task in tasks:
-        name = str(task.source.relative_to(inbox))
+    for name, task in named.items():
         try:
             data = task.source.read_bytes()
         except OSError as exc:  # it vanished (or is unreadable) since the listing
@@ -168,25 +171,38 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
 
 
-def deliver_job(store: JobStore, job_id: str) -> None:
-    """Deliver the inbox run of a finished job (the task the finishing worker sends)."""
+def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry]) -> None:
+    """Deliver the inbox run of a finished job (the task the finishing worker sends).
+
+    The job names its inbox; the outbox comes from `entries`, this scheduler's own
+    configuration, never from the job: a job naming an inbox that is not configured here
+    is not delivered (one log line).
+    """
     info = store.info(job_id)
     if info is None or "inbox" not in info.extra:
         return
-    name, run_id = info.extra["inbox"], info.extra["run"]
-    lock = _EntryLock(store, name)
+    entry = entries.get(info.extra["inbox"])
+    if entry is None:
+        logger.warning(
+            "job %s names inbox %r, which is not in this scheduler's schedule: not delivered",
+            job_id,
+            info.extra["inbox"],
+        )
+        return
+    lock = _EntryLock(store, entry.name)
     if not lock.acquire(wait=5):
         return  # a run of this inbox is going on; it delivers finished jobs itself
     try:
-        run = store.runs.get(name, run_id)
+        run = store.runs.get(entry.name, info.extra.get("run", ""))
         if run is not None:
-            _deliver(store, run)
+            _deliver(store, run, Path(entry.outbox))
     finally:
         lock.release()
 
 
-def _deliver(store: JobStore, run: InboxRun) -> None:
-    """Write a submitted run's outputs if its job finished, and record the outcome."""
+def _deliver(store: JobStore, run: InboxRun, outbox: Path) -> None:
+    """Write a submitted run's outputs into `outbox` if its job finished, and record the
+    outcome; a stored target that would land outside `outbox` fails the run, writing nothing."""
     if run.state != SUBMITTED:
         return
     info = store.info(run.job)
@@ -198,9 +214,14 @@ def _deliver(store: JobStore, run: InboxRun) -> None:
         return
     if not info.finished:
         return
+    try:
+        check_targets(store.documents(run.job), outbox)
+    except DocumentError as exc:
+        store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
+        return
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
         assert rendered.text is not None  # the job is finished: every sentence is settled
-        write_atomic(Path(info.out) / rendered.target, rendered.text)
+        write_atomic(contained(outbox, rendered.target), rendered.text)
     store.runs.mark_seen(run.inbox, run.files)
     message = (
         f"{info.dead} sentences left untranslated (dead letters of job {run.job})"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +27,10 @@ from producer.documents import (
     format_of,
     parse_text,
 )
-from producer.files import FileTask
+from producer.files import FileTask, contained
 from producer.stored_layout import dump_document, load_document
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
+from store.keys import new_job_id
 from store.queues import send_chunks
 
 STDIN = "<stdin>"
@@ -80,11 +80,6 @@ def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> 
 def parse_source(source: Source, options: ReadOptions) -> Document:
     """Parse a Source; raise DocumentError naming the document and position."""
     return parse_text(source.text, source.fmt, options, Path(source.name), first_line=source.first_line)
-
-
-def new_job_id() -> str:
-    """A fresh job id."""
-    return uuid.uuid4().hex[:12]
 
 
 @dataclass(frozen=True)
@@ -161,13 +156,14 @@ class Rendered:
     dead: tuple[DeadLetter, ...] = ()
 
 
-def refuse_overwriting_inputs(records: Iterable[DocumentRecord], out: Path) -> None:
-    """DocumentError if a translation written under `out` would replace one of the inputs
-    of the job (say `fetch --out` names the input directory: targets mirror input names)."""
+def check_targets(records: Iterable[DocumentRecord], out: Path) -> None:
+    """DocumentError, before anything is written, if a document's stored target would land
+    outside `out` (`producer.files.contained`) or replace one of the inputs of the job (say
+    `fetch --out` names the input directory: targets mirror input names)."""
     records = list(records)
     inputs = {Path(r.name).resolve(): r.name for r in records if r.name != STDIN}
     for record in records:
-        target = (out / record.target).resolve()
+        target = contained(out, record.target).resolve()
         if target in inputs:
             raise DocumentError(
                 f"{out / record.target}: refusing to overwrite input "

@@ -3,7 +3,7 @@
 The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` tables::
 
     [[inbox]]
-    name = "support"                 # unique; names the run records and the lock
+    name = "support"                 # unique; letters, digits, '_', '-': names the runs and lock
     inbox = "/data/inbox/support"    # scanned recursively for .txt, .md and .jsonl files
     outbox = "/data/outbox/support"  # translations land here, mirrored as `transqueue translate`
     schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
@@ -14,12 +14,13 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from celery.schedules import crontab
 
+from store.keys import BadName, check_name
 from store.queues import SCAN_TASK
 
 try:
@@ -43,13 +44,9 @@ class InboxEntry:
     fields: tuple[str, ...] = ()
     reflow: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: the argument of the scan task."""
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
-        """Inverse of `to_dict` (also what one table of the file holds)."""
+        """An entry from one table of the schedule file."""
         return cls(
             name=data["name"],
             inbox=data["inbox"],
@@ -97,6 +94,10 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow"}
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    try:
+        check_name(table["name"], "inbox name")
+    except BadName as exc:
+        raise ScheduleError(f"{where}: {exc}") from None
     if table["inbox"] == table["outbox"]:
         raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read back as inputs)")
     schedule = table["schedule"]
@@ -115,6 +116,6 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
 def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
     """Celery `beat_schedule` with one scan task per inbox entry."""
     return {
-        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(), "args": [e.to_dict()]}
+        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(), "args": [e.name]}
         for e in entries
     }

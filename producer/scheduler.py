@@ -4,18 +4,28 @@ It consumes the inbox queue (TRANSQUEUE_INBOX_QUEUE) and, with beat, sends one s
 per entry of the TRANSQUEUE_SCHEDULE file. Scans read, segment and submit documents, and
 deliveries render and write them: producer work, done next to the inbox and outbox
 directories, so translation workers never touch a file system or import the producer.
-Run it with `transqueue scheduler` (or `celery -A producer.scheduler worker -B`).
+Run it with `transqueue scheduler` (or `celery -A producer.scheduler worker --beat`).
+
+Task messages are untrusted input (anyone who can write to Redis can send one): they
+carry no paths. A scan names an inbox, a delivery a job; directories come only from this
+process's own schedule file, and a message naming anything else is dropped with one log
+line.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 from producer.inbox import deliver_job, run_inbox
 from producer.schedule import InboxEntry, beat_schedule, load_schedule
 from store.config import Settings, env_settings
-from store.jobstore import process_store
+from store.jobstore import CorruptRecord, process_store
+from store.keys import BadName, check_name
 from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, make_app
+
+logger = logging.getLogger(__name__)
 
 
 def beat_config(settings: Settings) -> dict[str, Any]:
@@ -28,13 +38,31 @@ def beat_config(settings: Settings) -> dict[str, Any]:
 app = make_app(consumes=INBOX, extra=beat_config)
 
 
+@functools.cache
+def configured_inboxes() -> dict[str, InboxEntry]:
+    """This process's inbox entries by name (from TRANSQUEUE_SCHEDULE; none without it)."""
+    settings = env_settings()
+    return {e.name: e for e in load_schedule(settings.schedule)} if settings.schedule else {}
+
+
 @app.task(name=DELIVER_TASK, shared=False)
-def deliver_inbox_job(job_id: str) -> None:
-    """Write a finished inbox job's outputs to its outbox and record the run."""
-    deliver_job(process_store(env_settings()), job_id)
+def deliver_inbox_job(job_id: object) -> None:
+    """Write a finished inbox job's outputs to its configured outbox and record the run."""
+    try:
+        deliver_job(process_store(env_settings()), check_name(job_id), configured_inboxes())
+    except (BadName, CorruptRecord) as exc:
+        logger.warning("dropped a %s message: %s", DELIVER_TASK, exc)
 
 
 @app.task(name=SCAN_TASK, shared=False)
-def scan_inbox(entry: dict[str, Any]) -> None:
-    """One scheduled run of an inbox entry (beat sends the entry itself)."""
-    run_inbox(process_store(env_settings()), InboxEntry.from_dict(entry))
+def scan_inbox(name: object) -> None:
+    """One scheduled run of the configured inbox entry `name` (beat sends the name)."""
+    entry = configured_inboxes().get(name) if isinstance(name, str) else None
+    if entry is None:
+        logger.warning(
+            "dropped a %s message: %s is not an inbox of this scheduler's schedule",
+            SCAN_TASK,
+            f"{name!r:.80}",
+        )
+        return
+    run_inbox(process_store(env_settings()), entry)

@@ -39,7 +39,7 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
-from producer.schedule import InboxEntry
+from producer.schedule import InboxEntry, load_schedule
 from producer.scheduler import beat_config
 from store.config import Settings
 from store.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
@@ -367,7 +367,8 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     )
     beat = beat_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]["inbox:docs"]
     store = cluster.store()
-    cluster.add_worker("scheduler", TRANSQUEUE_SCHEDULER)  # consumes the inbox queue
+    # Consumes the inbox queue; the inbox's directories come from its own schedule file.
+    cluster.add_worker("scheduler", TRANSQUEUE_SCHEDULER, TRANSQUEUE_SCHEDULE=str(schedule))
 
     def beat_tick() -> None:  # what celery beat sends at each tick (routed to the inbox queue)
         with client.connection_for_write(cluster.redis.url) as connection:
@@ -402,7 +403,7 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     lock = store.client.lock("tq:inbox:docs:lock", timeout=60)
     assert lock.acquire(blocking=False)
     try:
-        assert run_inbox(store, InboxEntry.from_dict(beat["args"][0])).state == SKIPPED
+        assert run_inbox(store, load_schedule(schedule)[0]).state == SKIPPED
     finally:
         lock.release()
     listing = cluster.cli("runs", "docs").output

@@ -8,12 +8,13 @@ import pytest
 
 from producer import inbox
 from producer.files import FileTask, plan_files
-from producer.inbox import run_inbox
+from producer.inbox import deliver_job, run_inbox
 from producer.schedule import InboxEntry
 from store import defaults
 from store.config import Settings
-from store.jobstore import JobStore
-from store.runs import NOTHING_NEW, SUBMITTED
+from store.jobstore import DocumentRecord, JobStore
+from store.keys import InboxKeys, JobKeys
+from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
 
 pytest_plugins = ["distributed_support"]
 
@@ -67,3 +68,50 @@ def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeyp
     run = run_inbox(store, entry)  # releasing a lock that is not ours anymore must not raise
     assert run.state == SUBMITTED and "the lock expired during the run" in run.message
     assert store.runs.list("docs") == [run]
+
+
+def finish(store: JobStore, job_id: str) -> None:
+    """Settle every sentence of a job as a worker would (nobody consumes its chunks here)."""
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, f"s{slot}", f"译{slot}", fingerprint="f", hit=False)
+
+
+def test_a_finished_job_is_delivered_to_the_configured_outbox_only(store, entry, tmp_path):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    store.client.hset(JobKeys(run.job).meta, "out", str(tmp_path / "elsewhere"))  # tampered
+    deliver_job(store, run.job, {"docs": entry})
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
+    assert not (tmp_path / "elsewhere").exists()
+    assert store.runs.list("docs")[-1].state == DELIVERED
+
+
+def test_a_stored_target_outside_the_outbox_is_refused(store, entry, tmp_path):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    (record,) = store.documents(run.job)
+    escaped = DocumentRecord(record.name, record.fmt, record.slots, target="../../escaped.jsonl")
+    store.client.hset(JobKeys(run.job).docs, "0", escaped.to_json())
+    deliver_job(store, run.job, {"docs": entry})
+    (failed,) = store.runs.list("docs")
+    assert failed.state == FAILED and "refusing to write outside" in failed.message
+    assert not (tmp_path.parent / "escaped.jsonl").exists() and not Path(entry.outbox).exists()
+
+
+def test_a_job_naming_an_inbox_that_is_not_configured_is_not_delivered(store, entry):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    deliver_job(store, run.job, {})
+    assert store.runs.list("docs")[-1].state == SUBMITTED and not Path(entry.outbox).exists()
+
+
+def test_the_delivered_hashes_hold_only_files_still_in_the_inbox(store, entry):
+    finish(store, run_inbox(store, entry).job)
+    assert run_inbox(store, entry).state == NOTHING_NEW  # it delivers the finished run first
+    assert store.runs.list("docs")[0].state == DELIVERED
+    assert set(store.runs.seen("docs")) == {"a.txt"}
+    assert 0 < store.client.ttl(InboxKeys("docs").seen) <= defaults.INBOX_RECORDS_TTL
+    assert 0 < store.client.ttl(InboxKeys("docs").runs) <= defaults.INBOX_RECORDS_TTL
+    (Path(entry.inbox) / "a.txt").unlink()
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert store.runs.seen("docs") == {}

@@ -38,7 +38,7 @@ def test_toml_entries_become_beat_entries(tmp_path):
     assert beat["inbox:support"]["task"] == SCAN_TASK
     assert beat["inbox:support"]["schedule"] == crontab.from_string("*/10 * * * *")
     assert beat["inbox:fast"]["schedule"] == 30.0
-    assert InboxEntry.from_dict(beat["inbox:support"]["args"][0]) == entries[0]
+    assert beat["inbox:support"]["args"] == ["support"]  # a name: the scheduler knows the paths
     json.dumps(beat["inbox:fast"]["args"])  # the task argument travels as JSON
 
 
@@ -59,6 +59,7 @@ def test_json_schedule(tmp_path):
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "positive"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
         ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
+        ({"name": "a:runs", "inbox": "i", "outbox": "o", "schedule": 1}, "inbox name 'a:runs'"),
     ],
 )
 def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
