@@ -4,7 +4,7 @@
 - `cli.jobs`: submit, status, wait, fetch, jobs, cancel (distributed jobs);
 - `cli.service`: worker, scheduler, metrics, runs (long-running services);
 - `cli.model`: export, validate (model bundles; the export extra);
-- `cli.common`: what they share (settings, the job store, formatting).
+- `cli.common`: what they share (settings, the job store, errors, formatting).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import click
 
 from cli import jobs, model, service, translate
+from cli.common import TransqueueGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=TransqueueGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="transqueue")
 def main() -> None:
     """Translate documents English→Chinese, in-process or on Celery workers."""

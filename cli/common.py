@@ -1,12 +1,66 @@
 """What the command modules share: settings and the job store from the environment, job
-lookups and duration formatting, each failing as a clean CLI error."""
+lookups, duration formatting, and the exit statuses with the errors that lead to them.
+
+Exit statuses (README, "Exit statuses"): 0 success; 1 an error, or a run that finished
+with problems (files that failed, sentences left untranslated); 2 a usage error; 3 Redis
+unreachable or refusing the credentials.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
 import click
+import redis
+from kombu.exceptions import OperationalError
 
 from store.config import ConfigError, Settings
-from store.jobstore import JobInfo, JobStore
+from store.jobstore import CorruptRecord, JobInfo, JobStore
+from store.keys import BadName
+
+#: Exit status when Redis cannot be reached or refuses the credentials.
+EXIT_REDIS = 3
+
+
+def redacted(url: str) -> str:
+    """`url` with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def redis_failure(url: str, exc: Exception) -> str:
+    """One line saying why Redis at `url` (password hidden) cannot be used."""
+    if isinstance(exc, redis.AuthenticationError):
+        hint = "wrong password?" if urlsplit(url).password else "no password in TRANSQUEUE_REDIS_URL"
+        reason = f"authentication failed ({hint})"
+    else:
+        reason = str(exc) or type(exc).__name__
+    return f"cannot reach Redis at {redacted(url)}: {reason}"
+
+
+class TransqueueGroup(click.Group):
+    """The command group: turns the errors every command may meet into one line each."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; Redis failures exit with `EXIT_REDIS`, bad stored data with 1."""
+        try:
+            return super().invoke(ctx)
+        except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:
+            click.echo(f"Error: {redis_failure(_redis_url(), exc)}", err=True)
+            ctx.exit(EXIT_REDIS)
+        except (BadName, CorruptRecord) as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+def _redis_url() -> str:
+    try:
+        return Settings.from_env().redis_url
+    except ConfigError:
+        return "(unreadable TRANSQUEUE_REDIS_URL)"
 
 
 def cli_settings() -> Settings:

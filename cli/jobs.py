@@ -11,18 +11,18 @@ from tqdm import tqdm
 
 from cli.common import cli_store, duration, job_info
 from producer.documents import DocumentError, ReadOptions
-from producer.files import plan_files, write_atomic
+from producer.files import contained, plan_files, write_atomic
 from producer.jobs import (
     JobGone,
+    check_targets,
     file_sources,
     iter_documents,
     parse_source,
-    refuse_overwriting_inputs,
     stdin_sources,
     submit,
 )
 from producer.pipeline import stream_units
-from store.jobstore import CANCELLED, PARTIAL
+from store.jobstore import CANCELLED, PARTIAL, CorruptRecord
 
 STDIN_ORIGIN = "stdin"
 
@@ -133,7 +133,8 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     document still being translated is skipped (fetch again, or use --follow). A stdin
     job's records go to stdout in input order, up to the first unfinished one. Sentences
     in dead letters stay in the source language; they are listed and the exit status is 1.
-    Nothing is written if any target is one of the job's inputs.
+    Nothing is written if any target is one of the job's inputs or would land outside
+    the output directory.
     """
     store = cli_store()
     info = job_info(store, job_id)
@@ -142,7 +143,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     written, dead = 0, []
     try:
         if not stream:
-            refuse_overwriting_inputs(store.documents(job_id), out_dir)
+            check_targets(store.documents(job_id), out_dir)
         for rendered in iter_documents(
             store, job_id, follow=follow, poll_interval=store.settings.poll_interval
         ):
@@ -154,7 +155,7 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
                 sys.stdout.buffer.write(rendered.text.encode("utf-8"))
                 sys.stdout.buffer.flush()
             else:
-                write_atomic(out_dir / rendered.target, rendered.text)
+                write_atomic(contained(out_dir, rendered.target), rendered.text)
             written += 1
             dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
@@ -178,23 +179,31 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
 def jobs_command() -> None:
     """List the known jobs, oldest first."""
     store = cli_store()
+    infos, corrupt = [], []
+    for job_id in store.job_ids():
+        try:
+            infos.append(store.info(job_id))
+        except CorruptRecord:
+            corrupt.append(job_id)
     click.echo(
         f"{'JOB':12}  {'STATE':9}  {'SETTLED':>15}  {'DOCS':>5}  {'HITS':>6}  "
         f"{'DEAD':>5}  {'CREATED (UTC)':19}  ORIGIN"
     )
-    for job_id in store.job_ids():
-        info = store.info(job_id)
-        if info is None:
-            continue
+    for info in filter(None, infos):
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info.created))
         click.echo(
-            f"{job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
+            f"{info.job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
             f"{info.documents:>5}  {info.hits:>6}  {info.dead:>5}  {created}  "
             f"{info.origin}"
         )
+    if corrupt:
+        click.echo(f"{len(corrupt)} job records are not readable: {', '.join(corrupt)}")
     orphans = len(list(store.orphans()))
     if orphans:
-        click.echo(f"{orphans} chunks arrived for jobs that no longer exist")
+        click.echo(
+            f"{orphans} chunk messages were set aside (their job no longer exists, or the "
+            "message was refused)"
+        )
 
 
 @click.command("cancel")

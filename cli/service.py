@@ -75,7 +75,9 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
 
 @click.command("metrics")
 @click.option("--port", type=int, help=f"[TRANSQUEUE_METRICS_PORT, default {defaults.METRICS_PORT}]")
-@click.option("--addr", default="0.0.0.0", show_default=True)
+@click.option(
+    "--addr", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 inside a container)."
+)
 def metrics_command(port: int | None, addr: str) -> None:
     """Serve job-level Prometheus metrics (read from Redis at each scrape) on /metrics."""
     from worker.metrics import JobMetrics

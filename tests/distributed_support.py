@@ -57,12 +57,15 @@ def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 
 class RedisServer:
-    """A redis-server with AOF persistence in its own directory, on a free port."""
+    """A redis-server with AOF persistence in its own directory, on a free port (with a
+    password when given one)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, password: str = "") -> None:
         self.directory = directory
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        self.url_without_password = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://:{password}@127.0.0.1:{self.port}/0" if password else self.url_without_password
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -86,6 +89,7 @@ class RedisServer:
                 "",
                 "--daemonize",
                 "no",
+                *(["--requirepass", self.password] if self.password else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from cli import main
+from cli.common import EXIT_REDIS
 from store.config import Settings
-from store.jobstore import JobStore
+from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.keys import JobKeys
 
 pytest_plugins = ["distributed_support"]
 
@@ -39,3 +42,96 @@ def test_fetch_refuses_to_overwrite_the_inputs(redis_server, tmp_path, monkeypat
     fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
     assert fetched.exit_code == 0, fetched.output
     assert (tmp_path / "out" / "a.txt").read_text(encoding="utf-8") == "你好。\n"
+
+
+def finished_job(store: JobStore, target: str) -> str:
+    """A finished one-document job whose stored target is `target`."""
+    store.create(
+        NewJob(
+            job_id="tampered",
+            documents=[DocumentRecord("/in/a.txt", "txt", (0,), target=target)],
+            layouts=['{"segments": [], "parts": []}'],
+            total=1,
+            chunks=1,
+            out="",
+            origin="files",
+        )
+    )
+    store.record("tampered", 0, "Hello.", "你好。", fingerprint="f", hit=False)
+    return "tampered"
+
+
+@pytest.mark.parametrize("target", ["../x.txt", "sub/../../x.txt", "/tmp/transqueue-escaped.txt", ""])
+def test_fetch_never_writes_outside_out(redis_server, tmp_path, target):
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    job_id = finished_job(store, target)
+    out = tmp_path / "out"
+    fetched = CliRunner().invoke(
+        main, ["fetch", job_id, "--out", str(out)], env={"TRANSQUEUE_REDIS_URL": redis_server.url}
+    )
+    assert fetched.exit_code == 1
+    assert "refusing to write outside" in fetched.output and "Traceback" not in fetched.output
+    assert not (tmp_path / "x.txt").exists() and not os.path.exists("/tmp/transqueue-escaped.txt")
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_fetch_refuses_a_symlink_out_of_out(redis_server, tmp_path):
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    job_id = finished_job(store, "link/a.txt")
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (out / "link").symlink_to(outside)
+    fetched = CliRunner().invoke(
+        main, ["fetch", job_id, "--out", str(out)], env={"TRANSQUEUE_REDIS_URL": redis_server.url}
+    )
+    assert fetched.exit_code == 1 and "a symbolic link leads out of it" in fetched.output
+    assert not any(outside.iterdir())
+
+
+def test_a_bad_job_id_or_a_corrupt_job_is_one_line(redis_server):
+    redis_server.client().flushdb()
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url}
+    for command in ("status", "wait", "fetch", "cancel"):
+        result = CliRunner().invoke(main, [command, "abc:docs"], env=env)
+        assert result.exit_code == 1 and "job id 'abc:docs' is not valid" in result.output
+    redis_server.client().set(JobKeys("junk").meta, "x")
+    result = CliRunner().invoke(main, ["status", "junk"], env=env)
+    assert result.exit_code == 1 and "tq:job:junk does not hold a job" in result.output
+
+
+@pytest.mark.parametrize(
+    ("password", "message"),
+    [("", "authentication failed (no password in TRANSQUEUE_REDIS_URL)"), ("wrong", "(wrong password?)")],
+)
+def test_redis_refusing_the_credentials_is_one_line_and_exit_3(tmp_path, password, message):
+    from distributed_support import RedisServer
+
+    server = RedisServer(tmp_path / "redis", password="right")
+    server.start()
+    try:
+        url = f"redis://:{password}@127.0.0.1:{server.port}/0" if password else server.url_without_password
+        source = tmp_path / "a.txt"
+        source.write_text("Hello.\n", encoding="utf-8")
+        for args in (["status", "abc"], ["jobs"], ["submit", str(source), "--out", str(tmp_path / "o")]):
+            result = CliRunner().invoke(main, args, env={"TRANSQUEUE_REDIS_URL": url})
+            assert result.exit_code == EXIT_REDIS, result.output
+            (line,) = result.output.strip().splitlines()
+            assert line.startswith("Error: cannot reach Redis at redis://") and message in line
+            assert "right" not in line and (not password or ":***@" in line)
+    finally:
+        server.kill()
+
+
+def test_redis_not_listening_is_exit_3(tmp_path):
+    from distributed_support import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    result = CliRunner().invoke(main, ["jobs"], env={"TRANSQUEUE_REDIS_URL": url})
+    assert result.exit_code == EXIT_REDIS
+    assert (
+        result.output.startswith(f"Error: cannot reach Redis at {url}: ")
+        and "Connection refused" in result.output
+    )

@@ -1,0 +1,145 @@
+"""Crafted task messages sent to a real worker and a real scheduler (as anyone who can write
+to Redis could send them): each is refused with one log line, never requeued, and never
+makes a process read or write a path that the message names."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, Worker, wait_for
+
+from producer.inbox import run_inbox
+from producer.schedule import load_schedule
+from store.config import Settings
+from store.jobstore import DocumentRecord, JobStore
+from store.keys import JobKeys
+from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client
+from store.runs import FAILED
+
+pytestmark = pytest.mark.slow
+pytest_plugins = ["distributed_support"]
+
+
+@pytest.fixture(scope="module")
+def services(redis_server, tiny_bundle, tmp_path_factory):
+    """A worker and a scheduler (with one configured inbox, "docs") on the module's Redis."""
+    root = tmp_path_factory.mktemp("untrusted")
+    (root / "inbox").mkdir()
+    (root / "inbox" / "a.txt").write_text("Hello there.\n", encoding="utf-8")
+    schedule = root / "schedule.json"
+    schedule.write_text(
+        json.dumps(
+            {
+                "inbox": [
+                    {
+                        "name": "docs",
+                        "inbox": str(root / "inbox"),
+                        "outbox": str(root / "outbox"),
+                        "schedule": 3600,
+                    }
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis_server.url,
+        "TRANSQUEUE_BUNDLE": str(tiny_bundle),
+        "TRANSQUEUE_THREADS": "1",
+        "TRANSQUEUE_SCHEDULE": str(schedule),
+    }
+    worker = Worker("w1", env, root, CELERY_WORKER).start()
+    scheduler = Worker("scheduler", env, root, TRANSQUEUE_SCHEDULER).start()
+    yield {
+        "root": root,
+        "schedule": schedule,
+        "worker": worker,
+        "scheduler": scheduler,
+        "url": redis_server.url,
+    }
+    worker.kill()
+    scheduler.kill()
+
+
+def send(services: dict, task: str, args: list) -> None:
+    with client.connection_for_write(services["url"]) as connection:
+        client.send_task(task, args=args, connection=connection)
+
+
+def store_of(services: dict, **changes: object) -> JobStore:
+    return JobStore.from_settings(Settings(redis_url=services["url"], **changes))
+
+
+def dropped(process: Worker, task: str, count: int = 1) -> None:
+    """Wait until `process` logged `count` refusals of `task`."""
+    wait_for(
+        lambda: process.log_text().count(f"dropped a {task} message") >= count,
+        f"{process.name} to drop a {task} message",
+        timeout=60,
+        detail=process.log_text,
+    )
+
+
+def test_a_scan_naming_directories_reads_and_writes_nothing(services, tmp_path):
+    private, other = tmp_path / "private", tmp_path / "other"
+    private.mkdir()
+    (private / "secret.txt").write_text("The secret plans are here.\n", encoding="utf-8")
+    store = store_of(services)
+    send(services, SCAN_TASK, [{"name": "evil", "inbox": str(private), "outbox": str(other), "schedule": 60}])
+    send(services, SCAN_TASK, ["evil"])  # a name, but not one this scheduler is configured with
+    dropped(services["scheduler"], SCAN_TASK, 2)
+    assert not other.exists()
+    assert not [job for job in store.job_ids() if "evil" in store.info(job).origin]
+    assert not [key for key in store.client.scan_iter("tq:*") if b"secret" in store.client.dump(key)]
+    assert "is not an inbox of this scheduler's schedule" in services["scheduler"].log_text()
+
+
+def test_a_delivery_never_writes_outside_the_configured_outbox(services):
+    # Submitted on a queue nobody consumes, settled by hand, then its target tampered with.
+    store = store_of(services, queue="nobody")
+    (entry,) = load_schedule(services["schedule"])
+    run = run_inbox(store, entry)
+    for slot in range(store.info(run.job).total):
+        store.record(run.job, slot, "s", "译", fingerprint="f", hit=False)
+    (record,) = store.documents(run.job)
+    escaped = DocumentRecord(record.name, record.fmt, record.slots, target="../../escaped.jsonl")
+    store.client.hset(JobKeys(run.job).docs, "0", escaped.to_json())
+    store.client.hset(JobKeys(run.job).meta, "out", "/tmp")  # ignored: the outbox is configured
+    send(services, DELIVER_TASK, [run.job])
+    wait_for(
+        lambda: store.runs.list("docs")[-1].state == FAILED,
+        "the delivery to be refused",
+        timeout=60,
+        detail=services["scheduler"].log_text,
+    )
+    assert "refusing to write outside" in store.runs.list("docs")[-1].message
+    root = services["root"]
+    assert not (root.parent / "escaped.jsonl").exists() and not (root / "outbox").exists()
+    assert not Path("/tmp/escaped.jsonl").exists()
+    send(services, DELIVER_TASK, ["no:such:job"])
+    dropped(services["scheduler"], DELIVER_TASK)
+
+
+def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
+    store = store_of(services, queue="nobody")
+    (entry,) = load_schedule(services["schedule"])
+    job_id = run_inbox(store, entry).job  # one sentence: "Hello there."
+    worker = services["worker"]
+    send(services, TRANSLATE_TASK, [job_id, 0, [[0, "Hello there."], [5, "Out of range."]]])
+    send(services, TRANSLATE_TASK, [job_id, 3, [[0, "Hello there."]]])  # no chunk 3
+    send(services, TRANSLATE_TASK, [f"{job_id}:docs", 0, [[0, "x"]]])  # addresses another key
+    store.client.set(JobKeys("wrongtype").meta, "not a job")
+    send(services, TRANSLATE_TASK, ["wrongtype", 0, [[0, "x"]]])
+    dropped(worker, TRANSLATE_TASK, 4)
+    time.sleep(2)  # a requeued message would be refused again meanwhile
+    assert worker.log_text().count(f"dropped a {TRANSLATE_TASK} message") == 4
+    refused = [o for o in store.orphans() if str(o["reason"]).startswith("refused")]
+    assert len(refused) == 4
+    info = store.info(job_id)
+    assert (info.done, info.finished) == (0, False)
+
+    send(services, TRANSLATE_TASK, [job_id, 0, [[0, "Hello there."]]])  # the real chunk still works
+    wait_for(lambda: store.info(job_id).finished, "the real chunk", timeout=60, detail=worker.log_text)
