@@ -71,9 +71,25 @@ def cli_settings() -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
-def cli_store() -> JobStore:
-    """The job store named by the environment."""
-    return JobStore.from_settings(cli_settings())
+def cli_store(watching: bool = False) -> JobStore:
+    """The job store named by the environment.
+
+    A `watching` command (status, wait, fetch, jobs) rides out a Redis restart: it retries
+    for TRANSQUEUE_CLIENT_PATIENCE seconds, saying once that it is waiting.
+    """
+    settings = cli_settings()
+    if not watching:
+        return JobStore.from_settings(settings)
+    said: list[bool] = []
+
+    def say_once(exc: Exception) -> None:
+        if not said:
+            said.append(True)
+            click.echo(
+                f"Redis unreachable, retrying for up to {settings.client_patience:.0f} s… ({exc})", err=True
+            )
+
+    return JobStore.from_settings(settings, patience=settings.client_patience, on_wait=say_once)
 
 
 def job_info(store: JobStore, job_id: str) -> JobInfo:

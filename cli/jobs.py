@@ -22,9 +22,14 @@ from producer.jobs import (
     submit,
 )
 from producer.pipeline import stream_units
+from store import defaults
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord
 
 STDIN_ORIGIN = "stdin"
+NO_WORKER = (
+    "no worker has taken a chunk of job {job} for {s:.0f} s. Are workers running and consuming "
+    "queue '{queue}'? Check with `celery -A worker inspect active_queues`, or in Flower."
+)
 
 
 @click.command("submit")
@@ -69,7 +74,7 @@ def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, 
 @click.argument("job_id")
 def status_command(job_id: str) -> None:
     """Show a job's progress, rate, ETA, cache hits, dead letters and errors."""
-    store = cli_store()
+    store = cli_store(watching=True)
     info, now = job_info(store, job_id), time.time()
     rate = info.rate(now)
     share = f"{100 * info.settled / info.total:.1f}%" if info.total else "100%"
@@ -81,7 +86,7 @@ def status_command(job_id: str) -> None:
         f"({info.segments} segments)",
         f"cache hits   {info.hits}",
         f"rate         {f'{rate:.1f} sentences/s' if rate else 'not started'}",
-        f"ETA          {duration(info.eta(now))}",
+        f"ETA          {'none (cancelled)' if info.state == CANCELLED else duration(info.eta(now))}",
         f"dead letters {info.dead}",
     ]
     if info.out:
@@ -101,15 +106,28 @@ def status_command(job_id: str) -> None:
 @click.command("wait")
 @click.argument("job_id")
 def wait_command(job_id: str) -> None:
-    """Show a progress bar until the job finishes (exit 1 if it has dead letters)."""
-    store = cli_store()
+    """Show a progress bar until the job finishes (exit 1 if it has dead letters).
+
+    Rides out a Redis restart, and says when no worker has taken a chunk for a while.
+    """
+    store = cli_store(watching=True)
     info = job_info(store, job_id)
+    mark, since, hinted = (info.settled, store.deliveries(job_id)), time.monotonic(), False
     with tqdm(total=info.total, initial=info.settled, unit="sentence", desc=job_id) as bar:
         while not info.finished and info.state != CANCELLED:
             time.sleep(store.settings.poll_interval)
             info = job_info(store, job_id)
             bar.set_postfix(hits=info.hits, dead=info.dead, refresh=False)
             bar.update(info.settled - bar.n)
+            progress = (info.settled, store.deliveries(job_id))
+            if progress != mark:
+                mark, since = progress, time.monotonic()
+            elif not hinted and time.monotonic() - since >= defaults.NO_WORKER_HINT_AFTER:
+                hinted = True
+                bar.write(
+                    NO_WORKER.format(job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=store.settings.queue),
+                    file=sys.stderr,
+                )
     if info.state == CANCELLED:
         raise click.ClickException(f"job {job_id} was cancelled")
     if info.state == PARTIAL:
@@ -132,11 +150,12 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     Each file is written atomically and only once all its sentences are settled; a
     document still being translated is skipped (fetch again, or use --follow). A stdin
     job's records go to stdout in input order, up to the first unfinished one. Sentences
-    in dead letters stay in the source language; they are listed and the exit status is 1.
+    in dead letters stay in the source language; they are listed and the exit status is 1,
+    as it is when documents are left unfinished (the job is still running, or cancelled).
     Nothing is written if any target is one of the job's inputs or would land outside
     the output directory.
     """
-    store = cli_store()
+    store = cli_store(watching=True)
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
     out_dir = out or Path(info.out)
@@ -163,22 +182,20 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     where = "stdout" if stream else str(out_dir)
     unit = "records" if stream else "documents"
     click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
+    state = job_info(store, job_id).state
     if written < info.documents:
-        click.echo(
-            f"job {job_id} is {job_info(store, job_id).state}: the others are not finished "
-            "yet (fetch again, or use --follow)",
-            err=True,
-        )
+        later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
+        click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
     for name, letter in dead:
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
-    if dead:
+    if dead or written < info.documents:
         sys.exit(1)
 
 
 @click.command("jobs")
 def jobs_command() -> None:
     """List the known jobs, oldest first."""
-    store = cli_store()
+    store = cli_store(watching=True)
     infos, corrupt = [], []
     for job_id in store.job_ids():
         try:

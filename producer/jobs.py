@@ -138,9 +138,10 @@ def submit(
             out=out,
             origin=origin,
             extra=extra or {},
+            chunk_items=chunks,
         )
     )
-    send_chunks(store.settings, job_id, chunks)
+    send_chunks(store.settings, job_id, enumerate(chunks), len(chunks))
     store.try_finalize(job_id)
     return job_id
 

@@ -18,11 +18,14 @@ import functools
 import logging
 from typing import Any
 
+from celery import signals
+
 from producer.inbox import deliver_job, run_inbox
 from producer.schedule import InboxEntry, beat_schedule, load_schedule
 from store.config import Settings, env_settings
 from store.jobstore import CorruptRecord, process_store
 from store.keys import BadName, check_name
+from store.leases import Sweeper
 from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, make_app
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,13 @@ def beat_config(settings: Settings) -> dict[str, Any]:
 
 
 app = make_app(consumes=INBOX, extra=beat_config)
+
+
+@signals.worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    """Requeue the chunks of dead workers too (`store.leases`): beat's side of the watch."""
+    settings = env_settings()
+    Sweeper(process_store(settings)).start()
 
 
 @functools.cache

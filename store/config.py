@@ -13,7 +13,7 @@ from store import defaults
 
 #: The Celery pools a worker may run (TRANSQUEUE_POOL).
 POOLS = ("prefork", "solo", "threads")
-POISON_MODES = ("raise", "exit")
+POISON_MODES = ("raise", "exit", "sleep")
 
 
 class ConfigError(ValueError):
@@ -36,6 +36,7 @@ class Settings:
     chunk_size: int = defaults.CHUNK_SIZE
     max_deliveries: int = defaults.MAX_DELIVERIES
     visibility_timeout: int = defaults.VISIBILITY_TIMEOUT
+    lease_ttl: float = defaults.LEASE_TTL
     restore_interval: int = defaults.RESTORE_INTERVAL
     result_ttl: int = defaults.RESULT_TTL
     tm_ttl: int = defaults.TM_TTL
@@ -43,6 +44,7 @@ class Settings:
     schedule: str = defaults.SCHEDULE
     inbox_lock_timeout: int = defaults.INBOX_LOCK_TIMEOUT
     poll_interval: float = defaults.POLL_INTERVAL
+    client_patience: float = defaults.CLIENT_PATIENCE
     metrics_port: int = defaults.METRICS_PORT
     test_poison: str = defaults.TEST_POISON
 
@@ -75,18 +77,19 @@ class Settings:
             "chunk_size",
             "max_deliveries",
             "visibility_timeout",
+            "lease_ttl",
             "restore_interval",
             "result_ttl",
             "tm_ttl",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()} must be at least 1")
-        if self.test_poison:
-            mode, _, text = self.test_poison.partition(":")
+        for spec in filter(None, self.test_poison.split(",")):
+            mode, _, text = spec.partition(":")
             if mode not in POISON_MODES or not text:
                 raise ConfigError(
                     f"{defaults.ENV_PREFIX}TEST_POISON={self.test_poison!r}: expected "
-                    f"'raise:TEXT' or 'exit:TEXT'"
+                    f"'MODE:TEXT' items, comma-separated, MODE one of {', '.join(POISON_MODES)}"
                 )
 
     @property

@@ -52,8 +52,26 @@ CHUNK_SIZE = 16
 MAX_DELIVERIES = 3
 
 #: TRANSQUEUE_VISIBILITY_TIMEOUT: seconds before Redis hands an unacknowledged chunk to another
-#: worker (after its worker died). Must stay well above the longest chunk's runtime.
+#: worker (after its worker died). Must stay well above the longest chunk's runtime. The last
+#: resort only: leases (below) requeue a dead worker's chunk within seconds.
 VISIBILITY_TIMEOUT = 3600
+
+#: TRANSQUEUE_LEASE_TTL: seconds a chunk's lease lives unless its worker's heartbeat renews it.
+#: A worker that dies or stops loses its leases this long after its last heartbeat; the
+#: chunk is requeued `LEASE_GRACE` later. Heartbeats come every `LEASE_TTL / 5` seconds.
+LEASE_TTL = 10.0
+
+#: Seconds a lease must stay missing before its chunk is requeued, so that live workers can
+#: re-create the leases a Redis restart lost (they do at their next heartbeat).
+LEASE_GRACE = 4.0
+
+#: Seconds between two lease sweeps of a worker (and of the scheduler).
+SWEEP_INTERVAL = 2.0
+
+#: Seconds an unfinished job may make no progress (no sentence settled, no chunk delivered)
+#: with nothing of it running and its queue empty before a sweeper sends its unsettled chunks
+#: again: a Redis crash can lose a message that a worker had just popped and not yet run.
+STALL_AFTER = 30.0
 
 #: TRANSQUEUE_RESTORE_INTERVAL: seconds between a worker's sweeps for chunks whose
 #: visibility timeout has passed.
@@ -77,8 +95,23 @@ SCHEDULE = ""
 #: expires after this).
 INBOX_LOCK_TIMEOUT = 600
 
+#: Seconds a worker's or the scheduler's Redis client retries a lost connection (a Redis
+#: restart, an AOF load) before the error reaches the task.
+WORKER_PATIENCE = 60.0
+
+#: TRANSQUEUE_CLIENT_PATIENCE: seconds `transqueue status`, `wait`, `fetch` and `jobs` wait for
+#: Redis to come back (saying so once) before they give up with exit status 3.
+CLIENT_PATIENCE = 120.0
+
+#: Seconds the other commands (submit, cancel, ...) retry a lost connection.
+IMPATIENCE = 2.0
+
 #: TRANSQUEUE_POLL_INTERVAL: seconds between polls of `transqueue wait` and `fetch --follow`.
 POLL_INTERVAL = 0.5
+
+#: Seconds `transqueue wait` waits without any chunk of the job being taken or settled before
+#: it says that no worker seems to be consuming the queue, and how to check.
+NO_WORKER_HINT_AFTER = 30.0
 
 #: TRANSQUEUE_METRICS_PORT: port of the Prometheus exporter started by `transqueue metrics`.
 METRICS_PORT = 9808
@@ -104,6 +137,11 @@ ERRORS_KEPT = 100
 #: Dead letters of chunks that belong to no known job (expired or cancelled), newest kept.
 ORPHANS_KEPT = 1000
 
-#: TRANSQUEUE_TEST_POISON: test hook, off unless set: "raise:TEXT" makes every sentence that
-#: contains TEXT raise in the worker, "exit:TEXT" makes the worker process exit on it.
+#: TRANSQUEUE_TEST_POISON: test hook, off unless set: comma-separated "MODE:TEXT" items.
+#: "raise:TEXT" makes every sentence that contains TEXT raise in the worker, "exit:TEXT" makes
+#: the worker process exit on it, "sleep:TEXT" makes it take `POISON_SLEEP` seconds.
 TEST_POISON = ""
+
+#: Seconds a "sleep:TEXT" test poison holds its sentence (long enough to kill or stop the
+#: worker mid-chunk in a test).
+POISON_SLEEP = 6.0

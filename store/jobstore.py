@@ -12,17 +12,16 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from store import defaults, scripts
 from store.config import Settings
+from store.connection import connect
 from store.keys import JOBS_KEY, NAME_PATTERN, ORPHANS_KEY, STATS_KEY, JobKeys, tm_key
+from store.leases import LeaseStore
 from store.runs import RunStore
 
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
@@ -33,38 +32,6 @@ FINISHED_STATES = (DONE, PARTIAL)
 class CorruptRecord(ValueError):
     """A stored record that is not what transqueue writes (written by someone else, or by a
     different version); the message names the key."""
-
-
-class _Retry(Retry):
-    """redis-py's Retry, except that a refused password is never retried: no retry fixes it."""
-
-    def call_with_retry(
-        self, do: Any, fail: Any, is_retryable: Any = None, with_failure_count: bool = False
-    ) -> Any:
-        """As `Retry.call_with_retry`, with authentication failures raised at once."""
-
-        def retryable(error: Exception) -> bool:
-            return not isinstance(error, redis.AuthenticationError) and (
-                is_retryable is None or is_retryable(error)
-            )
-
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
-
-
-def connect(url: str, *, patient: bool) -> redis.Redis:
-    """A Redis client on `url` with decoded replies.
-
-    A patient client (workers) retries for about a minute through a Redis restart or AOF
-    load; an impatient one (CLI commands) gives up after a few seconds.
-    """
-    retries = 40 if patient else 3
-    return redis.Redis.from_url(
-        url,
-        decode_responses=True,
-        retry=_Retry(ExponentialBackoff(cap=2.0, base=0.1), retries),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=30,
-    )
 
 
 @dataclass(frozen=True)
@@ -135,6 +102,7 @@ class JobInfo:
     out: str = ""
     origin: str = ""
     fingerprint: str = ""
+    queue: str = ""
     started_at: float | None = None
     finished_at: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
@@ -143,6 +111,7 @@ class JobInfo:
     def from_hash(cls, job_id: str, h: dict[str, str]) -> JobInfo:
         """Build from the meta hash (as HGETALL returns it)."""
         known = {
+            "queue",
             "state",
             "created",
             "documents",
@@ -171,6 +140,7 @@ class JobInfo:
             out=h.get("out", ""),
             origin=h.get("origin", ""),
             fingerprint=h.get("fingerprint", ""),
+            queue=h.get("queue", ""),
             started_at=opt_float("started_at"),
             finished_at=opt_float("finished_at"),
             extra={k: v for k, v in h.items() if k not in known},
@@ -194,7 +164,9 @@ class JobInfo:
         return self.settled / elapsed if elapsed > 0 else None
 
     def eta(self, now: float) -> float | None:
-        """Seconds until the job finishes at the current rate; None when unknown."""
+        """Seconds until the job finishes at the current rate; None when unknown or cancelled."""
+        if self.state == CANCELLED:
+            return None
         if self.finished:
             return 0.0
         rate = self.rate(now)
@@ -213,6 +185,8 @@ class NewJob:
     out: str
     origin: str
     extra: dict[str, str] = field(default_factory=dict)
+    #: The chunks as sent, kept so that a chunk lost with Redis can be sent again.
+    chunk_items: Sequence[Sequence[tuple[int, str]]] = ()
 
 
 @dataclass(frozen=True)
@@ -225,23 +199,31 @@ class Written:
 
 class JobStore:
     """Reads and writes jobs, results, dead letters and the translation memory in Redis;
-    `runs` reads and writes the scheduled inbox runs (`store.runs.RunStore`)."""
+    `runs` reads and writes the scheduled inbox runs (`store.runs.RunStore`), `leases` the
+    runs of chunks (`store.leases.LeaseStore`)."""
 
     def __init__(self, client: redis.Redis, settings: Settings) -> None:
         self.client = client
         self.settings = settings
         self.runs = RunStore(client)
+        self.leases = LeaseStore(client, settings.lease_ttl, settings.result_ttl)
         self._record = client.register_script(scripts.RECORD)
         self._dead = client.register_script(scripts.DEAD)
         self._try_finalize = client.register_script(scripts.TRY_FINALIZE)
         self._cancel = client.register_script(scripts.CANCEL)
-        self._count_delivery = client.register_script(scripts.COUNT_DELIVERY)
         self._claim_fingerprint = client.register_script(scripts.CLAIM_FINGERPRINT)
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, patient: bool = False) -> JobStore:
-        """A store on the Redis server named by the settings."""
-        return cls(connect(settings.redis_url, patient=patient), settings)
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        patience: float = defaults.IMPATIENCE,
+        on_wait: Callable[[Exception], None] | None = None,
+    ) -> JobStore:
+        """A store on the Redis server named by the settings, whose client retries a lost
+        connection for `patience` seconds (`store.connection`)."""
+        return cls(connect(settings.redis_url, patience, on_wait), settings)
 
     # -- producer side ----------------------------------------------------------------------
 
@@ -261,12 +243,15 @@ class JobStore:
             "chunks": job.chunks,
             "out": job.out,
             "origin": job.origin,
+            "queue": self.settings.queue,
             **job.extra,
         }
         pipe = self.client.pipeline(transaction=True)
         for n, (doc, layout) in enumerate(zip(job.documents, job.layouts, strict=True)):
             pipe.hset(keys.docs, str(n), doc.to_json())
             pipe.hset(keys.layouts, str(n), layout)
+        for n, items in enumerate(job.chunk_items):
+            pipe.hset(keys.chunks, str(n), json.dumps(items, ensure_ascii=False))
         pipe.hset(keys.meta, mapping=meta)
         for key in keys.all():
             pipe.expire(key, self.settings.result_ttl)
@@ -286,14 +271,6 @@ class JobStore:
         return bool(self._cancel(keys=[JobKeys(job_id).meta], args=[repr(time.time())]))
 
     # -- worker side --------------------------------------------------------------------------
-
-    def count_delivery(self, job_id: str, chunk: int) -> int:
-        """Count one more delivery of a chunk; returns the count including this one, or 0
-        when the job no longer exists (then nothing is stored)."""
-        keys = JobKeys(job_id)
-        return int(
-            self._count_delivery(keys=[keys.meta, keys.deliveries], args=[chunk, self.settings.result_ttl])
-        )
 
     def claim_fingerprint(self, job_id: str, fingerprint: str) -> str | None:
         """Set the job's model fingerprint if unset; return the job's fingerprint, or None
@@ -406,6 +383,22 @@ class JobStore:
                     states[i] = DeadLetter.from_json(letter)
         return states
 
+    def unsettled_chunks(self, job_id: str) -> list[tuple[int, list[list[object]]]]:
+        """The job's chunks (as sent) that still have a slot without result or dead letter."""
+        raw = self.client.hgetall(JobKeys(job_id).chunks)
+        chunks = [(int(n), json.loads(items)) for n, items in raw.items()]
+        return [
+            (n, items) for n, items in sorted(chunks) if not all(self.settled(job_id, [s for s, _ in items]))
+        ]
+
+    def claim_resend(self, job_id: str, seconds: float) -> bool:
+        """True for one caller per `seconds`: the one that may send the job's stalled chunks."""
+        return bool(self.client.set(JobKeys(job_id).resent, "1", nx=True, px=int(seconds * 1000)))
+
+    def deliveries(self, job_id: str) -> int:
+        """How many times chunks of the job were handed to a worker so far."""
+        return sum(int(n) for n in self.client.hvals(JobKeys(job_id).deliveries))
+
     def dead_letters(self, job_id: str) -> dict[int, DeadLetter]:
         """The job's dead letters by slot."""
         raw = self.client.hgetall(JobKeys(job_id).dead)
@@ -429,4 +422,4 @@ class JobStore:
 def process_store(settings: Settings) -> JobStore:
     """This process's job store for `settings` (workers, the scheduler): one patient client
     that rides out Redis restarts."""
-    return JobStore.from_settings(settings, patient=True)
+    return JobStore.from_settings(settings, patience=defaults.WORKER_PATIENCE)

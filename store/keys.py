@@ -4,7 +4,8 @@ All keys start with `store.defaults.KEY_PREFIX` ("tq"):
 
 - ``tq:job:<id>`` and ``tq:job:<id>:<part>``: one job (`JobKeys`);
 - ``tq:jobs`` (sorted set of job ids by creation time), ``tq:stats`` (counters over all
-  jobs), ``tq:orphans`` (chunks that arrived for no known job);
+  jobs), ``tq:orphans`` (chunks that arrived for no known job), ``tq:running`` (the chunks
+  being translated: ``<job>:<chunk>`` -> run JSON, see `store.leases`);
 - ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`);
 - ``tq:inbox:<name>:runs|seen|lock``: one scheduled inbox entry (`InboxKeys`).
 
@@ -27,6 +28,7 @@ from store.defaults import KEY_PREFIX
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 JOBS_KEY = f"{KEY_PREFIX}:jobs"
+RUNNING_KEY = f"{KEY_PREFIX}:running"
 STATS_KEY = f"{KEY_PREFIX}:stats"
 ORPHANS_KEY = f"{KEY_PREFIX}:orphans"
 
@@ -101,13 +103,42 @@ class JobKeys:
         return self._sub("deliveries")
 
     @property
+    def chunks(self) -> str:
+        """Hash: chunk number -> its [slot, sentence] items JSON, as sent."""
+        return self._sub("chunks")
+
+    @property
+    def resent(self) -> str:
+        """String with a TTL: held while a sweeper sends the job's stalled chunks again."""
+        return self._sub("resent")
+
+    @property
+    def strikes(self) -> str:
+        """Hash: chunk number -> runs of the chunk that died or failed (the delivery cap)."""
+        return self._sub("strikes")
+
+    @property
     def errors(self) -> str:
         """List of job error JSON, newest first."""
         return self._sub("errors")
 
+    def lease(self, chunk: int) -> str:
+        """String with a TTL: the token of the run translating `chunk`, while it is alive."""
+        return self._sub(f"lease:{chunk}")
+
     def all(self) -> tuple[str, ...]:
-        """Every key of the job."""
-        return (self.meta, self.docs, self.layouts, self.results, self.dead, self.deliveries, self.errors)
+        """Every key of the job (leases aside: they expire on their own)."""
+        return (
+            self.meta,
+            self.docs,
+            self.layouts,
+            self.results,
+            self.dead,
+            self.deliveries,
+            self.chunks,
+            self.strikes,
+            self.errors,
+        )
 
 
 @dataclass(frozen=True)

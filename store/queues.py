@@ -9,7 +9,7 @@ delivery never waits behind queued chunks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from celery import Celery
@@ -25,6 +25,18 @@ INBOX_TASKS = (SCAN_TASK, DELIVER_TASK)
 #: Which queue an app consumes: the translation chunks, or the inbox tasks.
 CHUNKS, INBOX = "chunks", "inbox"
 
+#: Message priorities on the Redis broker, 0 first.
+PRIORITIES = range(10)
+
+#: (most chunks, priority): a job's chunks get the priority of the first bound its chunk
+#: count fits; a larger job gets the lowest priority.
+PRIORITY_BY_CHUNKS = ((2, 0), (8, 2), (64, 4), (512, 6))
+
+
+def job_priority(chunks: int) -> int:
+    """The message priority of a job of `chunks` chunks: the smaller the job, the sooner."""
+    return next((priority for most, priority in PRIORITY_BY_CHUNKS if chunks <= most), PRIORITIES[-1])
+
 
 def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
     """Celery settings for the distributed path; see the comments for the why of each."""
@@ -37,6 +49,10 @@ def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
             "visibility_timeout": settings.visibility_timeout,
             "unacked_restore_interval": settings.restore_interval,
             "unacked_restore_throttle": 1,
+            # Fairness: a small job's chunks are sent at a higher priority (0 is the highest
+            # on Redis) than a large job's, so they never wait behind it (`job_priority`).
+            "priority_steps": list(PRIORITIES),
+            "queue_order_strategy": "priority",
         },
         # JSON only: a message can never make a worker unpickle anything.
         "task_serializer": "json",
@@ -85,12 +101,24 @@ def make_app(
 client = make_app()
 
 
-def send_chunks(settings: Settings, job_id: str, chunks: Sequence[Sequence[tuple[int, str]]]) -> None:
-    """Queue the chunks of a job, numbered from 0, on the chunk queue."""
+def send_chunks(
+    settings: Settings,
+    job_id: str,
+    numbered: Iterable[tuple[int, Sequence[object]]],
+    job_chunks: int,
+    queue: str | None = None,
+) -> None:
+    """Queue (chunk number, items) pairs of a job of `job_chunks` chunks on `queue` (default:
+    the settings' chunk queue), at the job's priority (`job_priority`)."""
+    priority = job_priority(job_chunks)
     with client.connection_for_write(settings.redis_url) as connection:
-        for n, chunk in enumerate(chunks):
+        for n, items in numbered:
             client.send_task(
-                TRANSLATE_TASK, args=[job_id, n, chunk], connection=connection, queue=settings.queue
+                TRANSLATE_TASK,
+                args=[job_id, n, items],
+                connection=connection,
+                queue=queue or settings.queue,
+                priority=priority,
             )
 
 

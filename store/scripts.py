@@ -81,13 +81,62 @@ return finalize(KEYS[1], ARGV[1])
 )
 
 
-# KEYS: job, deliveries. ARGV: chunk, ttl. Counts a delivery of a chunk of an existing job
-# (0 if the job is gone: nothing is created), the counter expiring with the job.
-COUNT_DELIVERY = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local n = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return n
+# KEYS: job, running, lease, deliveries, strikes. ARGV: field, token, run JSON, lease ms,
+# result_ttl, chunk, worker. Starts a run of a chunk: {0, 0} if the job is gone (nothing is
+# created), {-1, 0} if a live run of the chunk holds its lease, else {1, strikes}. A run
+# entry left by a run of another process whose lease expired means that run died
+# mid-chunk: a strike for the chunk (a retry by the same process, after a Redis outage,
+# is none).
+START_RUN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+local previous = redis.call('HGET', KEYS[2], ARGV[1])
+if previous then
+  if redis.call('EXISTS', KEYS[3]) == 1 then return {-1, 0} end
+  if cjson.decode(previous).worker ~= ARGV[7] then
+    redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
+    redis.call('EXPIRE', KEYS[5], ARGV[5])
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[4])
+redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
+redis.call('EXPIRE', KEYS[4], ARGV[5])
+return {1, tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')}
+"""
+
+# KEYS: running, lease. ARGV: field, token, lease ms. Renews the lease of a run that is still
+# the chunk's current run (re-creating it after a Redis restart lost it); 0 otherwise.
+RENEW_LEASE = """
+local run = redis.call('HGET', KEYS[1], ARGV[1])
+if not run or cjson.decode(run).token ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: running, lease. ARGV: field, token. Ends a run: its entry and lease go, if still its.
+FINISH_RUN = """
+local run = redis.call('HGET', KEYS[1], ARGV[1])
+if run and cjson.decode(run).token == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+# KEYS: running, lease, job. ARGV: field. Claims a run whose lease expired, for requeueing:
+# returns {its entry, the job's chunk count} once (marking it requeued), or nil. Entries of
+# gone jobs are dropped.
+CLAIM_LOST = """
+local entry = redis.call('HGET', KEYS[1], ARGV[1])
+if not entry then return false end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return false
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+local run = cjson.decode(entry)
+if run.requeued then return false end
+run.requeued = true
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(run))
+return {entry, redis.call('HGET', KEYS[3], 'chunks')}
 """
 
 # KEYS: job. ARGV: fingerprint. The job's fingerprint, set first if unset; nil (and nothing

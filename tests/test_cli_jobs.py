@@ -125,13 +125,53 @@ def test_redis_refusing_the_credentials_is_one_line_and_exit_3(tmp_path, passwor
         server.kill()
 
 
-def test_redis_not_listening_is_exit_3(tmp_path):
+def test_redis_not_listening_is_retried_for_the_patience_then_exit_3(tmp_path):
     from distributed_support import free_port
 
     url = f"redis://127.0.0.1:{free_port()}/0"
-    result = CliRunner().invoke(main, ["jobs"], env={"TRANSQUEUE_REDIS_URL": url})
+    env = {"TRANSQUEUE_REDIS_URL": url, "TRANSQUEUE_CLIENT_PATIENCE": "1"}
+    result = CliRunner().invoke(main, ["jobs"], env=env)
     assert result.exit_code == EXIT_REDIS
-    assert (
-        result.output.startswith(f"Error: cannot reach Redis at {url}: ")
-        and "Connection refused" in result.output
-    )
+    retrying, error = result.output.strip().splitlines()
+    assert retrying.startswith("Redis unreachable, retrying for up to 1 s")
+    assert error.startswith(f"Error: cannot reach Redis at {url}: ") and "Connection refused" in error
+
+
+def unfinished_job(redis_server, tmp_path) -> tuple[JobStore, str, dict[str, str]]:
+    """A submitted two-sentence job that no worker takes (its queue has no consumer)."""
+    redis_server.client().flushdb()
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis_server.url,
+        "TRANSQUEUE_QUEUE": "nobody",
+        "TRANSQUEUE_POLL_INTERVAL": "0.05",
+    }
+    source = tmp_path / "a.txt"
+    source.write_text("Hello there.\nGood night.\n", encoding="utf-8")
+    submitted = CliRunner().invoke(main, ["submit", str(source), "--out", str(tmp_path / "out")], env=env)
+    assert submitted.exit_code == 0, submitted.output
+    return JobStore.from_settings(Settings(redis_url=redis_server.url)), submitted.output.strip(), env
+
+
+def test_fetch_of_an_unfinished_or_cancelled_job_exits_1(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert fetched.exit_code == 1 and "not finished yet" in fetched.output
+    assert CliRunner().invoke(main, ["cancel", job_id], env=env).exit_code == 0
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert "state        cancelled" in status and "ETA          none (cancelled)" in status
+    fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert fetched.exit_code == 1 and "is cancelled: the other documents are not finished\n" in fetched.output
+
+
+def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypatch):
+    import threading
+
+    from store import defaults
+
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    monkeypatch.setattr(defaults, "NO_WORKER_HINT_AFTER", 0.3)
+    threading.Timer(1.5, store.cancel, args=[job_id]).start()
+    waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    assert waited.exit_code == 1 and f"job {job_id} was cancelled" in waited.output
+    assert waited.output.count("no worker has taken a chunk") == 1
+    assert "queue 'nobody'" in waited.output and "celery -A worker inspect active_queues" in waited.output

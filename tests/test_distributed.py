@@ -11,6 +11,11 @@ import dataclasses
 import filecmp
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from click.testing import CliRunner, Result
 from conftest import tiny_pairs
 from distributed_support import (
     CELERY_WORKER,
+    ROOT,
     TRANSQUEUE_SCHEDULER,
     TRANSQUEUE_WORKER,
     RedisServer,
@@ -42,16 +48,23 @@ from producer.pipeline import (
 from producer.schedule import InboxEntry, load_schedule
 from producer.scheduler import beat_config
 from store.config import Settings
-from store.jobstore import DONE, PARTIAL, JobInfo, JobKeys, JobStore
+from store.jobstore import DONE, PARTIAL, JobInfo, JobStore
+from store.keys import RUNNING_KEY, JobKeys
 from store.queues import TRANSLATE_TASK, client, send_chunks
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED
 
 pytestmark = pytest.mark.slow
 
 POISON = "Zanzibar"  # the workers' TRANSQUEUE_TEST_POISON hook raises on sentences with it
+SLEEPY = "Dormouse"  # ... and holds sentences with this for POISON_SLEEP seconds
 ENGLISH = [en for en, _ in tiny_pairs()]
 JOB_TIMEOUT = 240.0
+#: A dead or stopped worker's chunk comes back after its lease (10 s), the grace (4 s) and a
+#: sweep (2 s), then takes POISON_SLEEP (6 s): well inside this, far below the 3600 s
+#: visibility timeout that used to be the only way back.
+LEASE_DEADLINE = 60.0
 FIELDS = ("text",)
+TRANSQUEUE = (sys.executable, "-c", "from cli import main; main()")
 
 
 @dataclass
@@ -67,7 +80,7 @@ class Cluster:
         return dataclasses.replace(Settings.from_env(self.env), **changes)
 
     def store(self, **changes: object) -> JobStore:
-        return JobStore.from_settings(self.settings(**changes), patient=True)
+        return JobStore.from_settings(self.settings(**changes), patience=60)
 
     def cli(
         self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None, code: int = 0
@@ -84,14 +97,14 @@ class Cluster:
     def logs(self) -> str:
         return "\n".join(f"--- {w.name}\n{w.log_text()[-3000:]}" for w in self.workers)
 
-    def wait_job(self, job_id: str, store: JobStore | None = None) -> JobInfo:
+    def wait_job(self, job_id: str, store: JobStore | None = None, timeout: float = 0.0) -> JobInfo:
         store = store or self.store()
 
         def finished() -> bool:
             info = store.info(job_id)
             return info is not None and info.finished
 
-        wait_for(finished, f"job {job_id} to finish", timeout=JOB_TIMEOUT, detail=self.logs)
+        wait_for(finished, f"job {job_id} to finish", timeout=timeout or JOB_TIMEOUT, detail=self.logs)
         return store.info(job_id)
 
 
@@ -105,11 +118,9 @@ def cluster(tiny_bundle, tmp_path_factory):
         "TRANSQUEUE_BUNDLE": str(tiny_bundle),
         "TRANSQUEUE_THREADS": "1",
         "TRANSQUEUE_CHUNK_SIZE": "4",
-        "TRANSQUEUE_VISIBILITY_TIMEOUT": "4",
-        "TRANSQUEUE_RESTORE_INTERVAL": "1",
         "TRANSQUEUE_MAX_DELIVERIES": "3",
         "TRANSQUEUE_POLL_INTERVAL": "0.05",
-        "TRANSQUEUE_TEST_POISON": f"raise:{POISON}",
+        "TRANSQUEUE_TEST_POISON": f"raise:{POISON},sleep:{SLEEPY}",
     }
     cluster = Cluster(redis, env, root, [])
     try:
@@ -274,31 +285,104 @@ def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
     assert_settled_once(cluster.store(), cluster.wait_job(job_id))
 
 
-def test_a_worker_killed_mid_job(cluster, translator, tmp_path):
-    inputs = write_corpus(tmp_path / "in", "killed", 300)
-    job_id = submit_files(cluster, inputs, tmp_path / "out")
+def submit_sleepy(cluster: Cluster, tmp_path: Path, tag: str, count: int = 60) -> tuple[str, list[Path]]:
+    """A job with one sentence that the workers hold for POISON_SLEEP seconds."""
+    inputs = write_corpus(tmp_path / "in", tag, count)
+    with inputs[0].open("ab") as txt:
+        txt.write(f"The {SLEEPY} sleeps in the teapot.\r\n".encode())
+    return submit_files(cluster, inputs, tmp_path / "out"), inputs
+
+
+def holder_of_sleepy_chunk(cluster: Cluster, store: JobStore, job_id: str) -> tuple[Worker, str]:
+    """The worker translating the job's sleepy chunk right now, and its tq:running field."""
+    found: list[tuple[Worker, str]] = []
+
+    def running() -> bool:
+        for field, entry in store.client.hgetall(RUNNING_KEY).items():
+            run = json.loads(entry)
+            if field.startswith(job_id) and any(SLEEPY in text for _, text in run["items"]):
+                pid = int(run["worker"].rpartition(":")[2])
+                found.extend((w, field) for w in cluster.workers if w.process and w.process.pid == pid)
+                return bool(found)
+        return False
+
+    wait_for(running, "a worker to take the sleepy chunk", interval=0.05, detail=cluster.logs)
+    return found[0]
+
+
+def replace_worker(cluster: Cluster, victim: Worker, name: str) -> None:
+    """Keep two workers for the tests that follow."""
+    cluster.workers.remove(victim)
+    cluster.add_worker(name)
+
+
+def test_a_worker_killed_mid_chunk_loses_its_lease_and_the_chunk_is_requeued(cluster, translator, tmp_path):
+    job_id, inputs = submit_sleepy(cluster, tmp_path, "killed")
     store = cluster.store()
-    wait_for(lambda: store.info(job_id).done >= 20, "the job to get going", interval=0.01)
-    victim = cluster.workers[0]
-    victim.kill()  # kill -9 of the worker and its pool child, mid-chunk
-    assert not store.info(job_id).finished
-    cluster.add_worker("w3")
-    info = cluster.wait_job(job_id)
+    victim, field = holder_of_sleepy_chunk(cluster, store, job_id)
+    victim.kill()  # kill -9 mid-chunk; the visibility timeout (3600 s) is not what saves it
+    info = cluster.wait_job(job_id, timeout=LEASE_DEADLINE)
     assert info.state == DONE
-    deliveries = store.client.hvals(JobKeys(job_id).deliveries)
-    assert max(map(int, deliveries)) >= 2  # the killed worker's chunk was delivered again
+    chunk = field.rpartition(":")[2]
+    assert store.client.hget(JobKeys(job_id).strikes, chunk) == "1"  # the loss, counted once
+    assert "was lost with worker" in cluster.logs()
     assert_settled_once(store, info)
+    fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
+    replace_worker(cluster, victim, "w3")
+
+
+def test_a_stopped_worker_s_chunk_is_finished_by_another_and_its_wake_changes_nothing(
+    cluster, translator, tmp_path
+):
+    job_id, inputs = submit_sleepy(cluster, tmp_path, "stopped")
+    store = cluster.store()
+    victim, _ = holder_of_sleepy_chunk(cluster, store, job_id)
+    os.killpg(victim.process.pid, signal.SIGSTOP)
+    try:
+        info = cluster.wait_job(job_id, timeout=LEASE_DEADLINE)
+    finally:
+        os.killpg(victim.process.pid, signal.SIGCONT)
+    assert info.state == DONE
+    results = store.client.hgetall(JobKeys(job_id).results)
+    wait_for(
+        lambda: not store.client.hgetall(RUNNING_KEY),
+        "the woken worker to end its run",
+        timeout=60,
+        detail=cluster.logs,
+    )
+    assert store.client.hgetall(JobKeys(job_id).results) == results
+    assert_settled_once(store, store.info(job_id))
     fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
 
 
-def test_a_redis_restart_mid_job(cluster, translator, tmp_path):
-    inputs = write_corpus(tmp_path / "in", "restart", 300)
-    job_id = submit_files(cluster, inputs, tmp_path / "out")
+def test_a_small_job_is_not_starved_by_a_big_one(cluster, tmp_path):
+    big = submit_files(cluster, write_corpus(tmp_path / "big", "big", 600), tmp_path / "big-out")
+    small = submit_files(cluster, write_corpus(tmp_path / "small", "small", 12), tmp_path / "small-out")
+    small_info, big_info = cluster.wait_job(small), cluster.wait_job(big)
+    assert big_info.chunks > 100 and small_info.chunks <= 3
+    assert small_info.finished_at < big_info.finished_at
+
+
+def test_a_redis_restart_mid_job_while_a_client_waits(cluster, translator, tmp_path):
+    job_id, inputs = submit_sleepy(cluster, tmp_path, "restart", 300)
     store = cluster.store()
     wait_for(lambda: store.info(job_id).done >= 20, "the job to get going", interval=0.01)
+    waiter = subprocess.Popen(
+        [*TRANSQUEUE, "wait", job_id],
+        cwd=ROOT,
+        env={**os.environ, **cluster.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1)
     cluster.redis.kill()
+    time.sleep(2)
     cluster.redis.start()  # same port and directory: the AOF brings everything back
     info = cluster.wait_job(job_id, store)
+    _, err = waiter.communicate(timeout=JOB_TIMEOUT)
+    assert waiter.returncode == 0, err
+    assert err.count("Redis unreachable, retrying") == 1 and "Traceback" not in err
     assert info.state == DONE
     assert_settled_once(store, info)
     fetch_and_compare(cluster, job_id, inputs, tmp_path, translator)
@@ -319,7 +403,7 @@ def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     assert "left untranslated" in fetched.output and POISON in fetched.output
 
     # A chunk of a job that does not exist is set aside too.
-    send_chunks(cluster.settings(), "no-such-job", [[(0, "Hello.")]])
+    send_chunks(cluster.settings(), "no-such-job", [(0, [(0, "Hello.")])], 1)
     wait_for(
         lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
         "the orphan chunk to be recorded",

@@ -179,9 +179,8 @@ def test_cancel_and_the_last_write_race_with_one_winner(store):
     assert store.info("no-such-job") is None
 
 
-def test_deliveries_fingerprint_memory_errors(store):
+def test_fingerprint_memory_errors(store):
     make_job(store)
-    assert [store.count_delivery("job1", 4) for _ in range(3)] == [1, 2, 3]
     assert store.claim_fingerprint("job1", FP) == FP
     assert store.claim_fingerprint("job1", "other") == FP
     store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
@@ -207,16 +206,13 @@ def test_expired_jobs_leave_the_index(store):
     assert store.job_ids() == ["b"]
 
 
-def test_a_missing_job_is_never_recreated_and_delivery_counts_expire(store):
-    assert store.count_delivery("gone", 0) == 0
+def test_a_missing_job_is_never_recreated(store):
+    assert store.leases.start("gone", 0, [(0, "s")], "w:1", "q").state == "gone"
     assert store.claim_fingerprint("gone", FP) is None
     assert not store.client.exists(*JobKeys("gone").all())
     assert store.info("gone") is None
     make_job(store)
-    assert store.count_delivery("job1", 0) == 1
-    assert 0 < store.client.ttl(JobKeys("job1").deliveries) <= 500
     store.client.delete(JobKeys("job1").meta)  # the job expires while a chunk is running
-    assert store.count_delivery("job1", 0) == 0
     assert store.claim_fingerprint("job1", FP) is None
     assert store.info("job1") is None
 

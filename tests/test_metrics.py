@@ -29,7 +29,7 @@ def test_job_metrics_and_queue_length(redis_server):
     )
     store.record("j1", 0, "a", "A", fingerprint="f", hit=False)
     store.record("j1", 1, "b", "B", fingerprint="f", hit=True)
-    send_chunks(settings, "j1", [[], [], []])  # no worker consumes this queue
+    send_chunks(settings, "j1", enumerate([[], [], []]), 3)  # no worker consumes this queue
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from models.protocol import SentenceTranslator, Translation
+from store import defaults
 from store.config import Settings
 
 
@@ -21,22 +23,28 @@ class PoisonError(RuntimeError):
 
 
 class PoisonedTranslator:
-    """Test hook, on only when TRANSQUEUE_TEST_POISON is set: fails on marked sentences.
+    """Test hook, on only when TRANSQUEUE_TEST_POISON is set: misbehaves on marked sentences.
 
     "raise:TEXT" raises PoisonError for a sentence containing TEXT; "exit:TEXT" ends the
-    process as a crash would (the chunk is redelivered until the delivery cap).
+    process as a crash would (the chunk is redelivered until the delivery cap);
+    "sleep:TEXT" holds the sentence for `defaults.POISON_SLEEP` seconds.
     """
 
     def __init__(self, inner: SentenceTranslator, spec: str) -> None:
         self.inner = inner
-        self.mode, _, self.marker = spec.partition(":")
+        self.poisons = [item.partition(":")[::2] for item in spec.split(",") if item]
         self.fingerprint = inner.fingerprint
 
     def _check(self, sentence: str) -> None:
-        if self.marker in sentence:
-            if self.mode == "exit":
+        for mode, marker in self.poisons:
+            if marker not in sentence:
+                continue
+            if mode == "exit":
                 os._exit(70)
-            raise PoisonError(f"test poison in {sentence!r}")
+            if mode == "sleep":
+                time.sleep(defaults.POISON_SLEEP)
+            else:
+                raise PoisonError(f"test poison in {sentence!r}")
 
     def translate(self, sentences: Iterable[str]) -> Iterator[Translation]:
         """Fail on the whole batch if any sentence is marked, else translate."""

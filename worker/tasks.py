@@ -13,6 +13,7 @@ from celery.exceptions import Reject
 
 from store.config import env_settings
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobStore, process_store
+from store.leases import BUSY, GONE, Sweeper, held
 from store.queues import DELIVER_TASK, TRANSLATE_TASK
 from worker import runtime
 from worker.celery import app
@@ -35,16 +36,24 @@ def _load_for_threads(sender: Any = None, **_: Any) -> None:
         runtime.load_translator(env_settings())
 
 
+@signals.worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    """Requeue the chunks of dead workers within seconds (`store.leases`)."""
+    settings = env_settings()
+    Sweeper(process_store(settings)).start()
+
+
 @app.task(name=TRANSLATE_TASK, shared=False)
 def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
 
     A message that is not a valid chunk of its job (`worker.messages`) is dropped at once.
-    Whatever goes wrong outside the model (the job store unreachable past its retries, a
-    bug) sends the chunk back to the queue; past the delivery cap its remaining sentences
-    are dead-lettered with the error instead, so no chunk loops forever. If even that
-    cannot be written (Redis went away), the chunk goes back to the queue as well: it is
-    never acknowledged with sentences unsettled.
+    The run holds a lease on the chunk while it translates (`store.leases`): if this worker
+    dies, a sweeper requeues the chunk within seconds. A bug sends the chunk back to the
+    queue; past the delivery cap (counted in strikes: runs that died or raised, not Redis
+    outages) its remaining sentences are dead-lettered with the error instead, so no chunk
+    loops forever. A chunk is never acknowledged with sentences unsettled: if Redis goes
+    away, it goes back to the queue.
     """
     settings = env_settings()
     store = process_store(settings)
@@ -59,43 +68,51 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     except redis.RedisError as exc:  # the job store is unreachable: try again later
         raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
     job_id, chunk, pairs = message.job_id, message.chunk, message.pairs
-    deliveries = 0
-    try:
-        if info is not None and info.state == CANCELLED:
-            return
-        deliveries = store.count_delivery(job_id, chunk) if info else 0
-        if not info or deliveries == 0:  # the job is gone (or expired just now)
-            store.add_orphan(
-                {
-                    "job": job_id,
-                    "chunk": chunk,
-                    "sentences": len(pairs),
-                    "reason": "no such job (expired, or never created)",
-                    "at": time.time(),
-                }
-            )
-            return
-        outcome = process_chunk(
-            store,
-            runtime.load_translator(settings),
-            job_id,
-            chunk,
-            pairs,
-            deliveries,
-            settings.max_deliveries,
-        )
-    except Exception as exc:
-        try:
-            _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, deliveries, exc)
-        except redis.RedisError as lost:
-            raise Reject(
-                f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
-                f"could not be recorded ({lost!r})",
-                requeue=True,
-            ) from lost
+    if info is not None and info.state == CANCELLED:
         return
+    try:
+        run = store.leases.start(job_id, chunk, pairs, current_worker(), settings.queue) if info else None
+    except redis.RedisError as exc:
+        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
+    if info is None or run is None or run.state == GONE:  # the job is gone (or expired just now)
+        _set_aside(store, job_id, chunk, len(pairs))
+        return
+    if run.state == BUSY:  # a live run has it (this is a duplicate); the sweeper watches it
+        logger.info("chunk %s of job %s is being translated by a live run: skipped", chunk, job_id)
+        return
+    with held(store.leases, run, settings.lease_ttl / 5):
+        try:
+            translator = runtime.load_translator(settings)
+            outcome = process_chunk(
+                store, translator, job_id, chunk, pairs, run.attempt, settings.max_deliveries
+            )
+        except redis.RedisError as exc:  # Redis went away: not the chunk's fault, no strike
+            raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
+        except Exception as exc:
+            try:
+                _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
+            except redis.RedisError as lost:
+                raise Reject(
+                    f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
+                    f"could not be recorded ({lost!r})",
+                    requeue=True,
+                ) from lost
+            return
     if outcome.finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
+
+
+def _set_aside(store: JobStore, job_id: str, chunk: int, sentences: int) -> None:
+    """Record a chunk whose job does not exist (any more) in the orphan list."""
+    store.add_orphan(
+        {
+            "job": job_id,
+            "chunk": chunk,
+            "sentences": sentences,
+            "reason": "no such job (expired, or never created)",
+            "at": time.time(),
+        }
+    )
 
 
 def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> None:
@@ -120,27 +137,27 @@ def _settle_failure(
     job_id: str,
     chunk: int,
     pairs: list[tuple[int, str]],
-    deliveries: int,
     exc: Exception,
 ) -> None:
-    """Record a chunk's failure: requeue it (Reject) below the cap, else dead-letter it."""
-    if not isinstance(exc, redis.RedisError):  # a bug: show it in `transqueue status`
-        store.add_error(
-            job_id,
-            {
-                "at": time.time(),
-                "chunk": chunk,
-                "deliveries": deliveries,
-                "error": repr(exc),
-                "worker": current_worker(),
-            },
-        )
-    if deliveries < max_deliveries:
+    """Record a chunk's failure (a strike, shown in `transqueue status`): requeue it
+    (Reject) below the cap, else dead-letter its sentences."""
+    strikes = store.leases.strike(job_id, chunk)
+    store.add_error(
+        job_id,
+        {
+            "at": time.time(),
+            "chunk": chunk,
+            "deliveries": strikes,
+            "error": repr(exc),
+            "worker": current_worker(),
+        },
+    )
+    if strikes < max_deliveries:
         raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
     for slot, text in pairs:
         store.dead_letter(
             job_id,
             DeadLetter(
-                slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=deliveries, at=time.time()
+                slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=strikes, at=time.time()
             ),
         )

@@ -1,0 +1,60 @@
+"""Redis clients that ride out a restart: retries by time, never on a refused password.
+
+A worker's client waits out a Redis restart or AOF load (`defaults.WORKER_PATIENCE`); the
+commands that watch a job (`status`, `wait`, `fetch`, `jobs`) wait TRANSQUEUE_CLIENT_PATIENCE
+seconds and say once that they are waiting; the others give up after a moment. A refused
+password is raised at once: no retry fixes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+
+class PatientRetry(Retry):
+    """Retry connection errors with exponential backoff (at most 2 s apart) until `patience`
+    seconds have passed since the first failure; `on_wait` is told of each failure."""
+
+    def __init__(self, patience: float, on_wait: Callable[[Exception], None] | None = None) -> None:
+        super().__init__(ExponentialBackoff(cap=2.0, base=0.1), retries=-1)
+        self.patience = patience
+        self.on_wait = on_wait
+
+    def call_with_retry(
+        self, do: Callable[[], Any], fail: Any, is_retryable: Any = None, with_failure_count: bool = False
+    ) -> Any:
+        """Run `do`, retrying as the class docstring says (redis-py calls this)."""
+        self._backoff.reset()
+        failures, deadline = 0, None
+        while True:
+            try:
+                return do()
+            except self._supported_errors as error:
+                if isinstance(error, redis.AuthenticationError) or (is_retryable and not is_retryable(error)):
+                    raise
+                failures += 1
+                fail(error, failures) if with_failure_count else fail(error)
+                now = time.monotonic()
+                deadline = deadline or now + self.patience
+                if now >= deadline:
+                    raise
+                if self.on_wait is not None:
+                    self.on_wait(error)
+                time.sleep(min(self._backoff.compute(failures), max(0.0, deadline - now)))
+
+
+def connect(url: str, patience: float, on_wait: Callable[[Exception], None] | None = None) -> redis.Redis:
+    """A Redis client on `url` with decoded replies that retries for `patience` seconds."""
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        retry=PatientRetry(patience, on_wait),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=30,
+    )

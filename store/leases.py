@@ -1,0 +1,246 @@
+"""Leases: which chunks are being translated, by whom, and which runs died.
+
+A run of a chunk (`LeaseStore.start`) records an entry in ``tq:running`` (the chunk's
+items, the worker, a token) and takes a lease: a key that expires `lease_ttl` seconds
+later unless its heartbeat (`held`) renews it. When a worker dies (kill -9, the OOM killer)
+or stops (SIGSTOP), its lease expires; a `Sweeper` (in every worker and in the scheduler)
+then requeues the chunk at once instead of waiting for Celery's visibility timeout.
+
+The delivery cap counts *strikes*: runs that died mid-chunk (a later run finds their entry
+without a lease) or failed with an error. A redelivery after a Redis restart is none. A
+chunk run twice (a paused worker that wakes up) changes nothing: results are written once
+per slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import redis
+
+from store import defaults, scripts
+from store.keys import RUNNING_KEY, JobKeys
+from store.queues import queue_length, send_chunks
+
+if TYPE_CHECKING:
+    from store.jobstore import JobStore
+
+logger = logging.getLogger(__name__)
+
+#: What `LeaseStore.start` found: the job is gone, another live run holds the chunk, or
+#: this run now holds it.
+GONE, BUSY, STARTED = "gone", "busy", "started"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a chunk: `attempt` is 1 + the chunk's strikes so far."""
+
+    job_id: str
+    chunk: int
+    token: str
+    state: str
+    attempt: int = 1
+
+    @property
+    def field(self) -> str:
+        """Its field in ``tq:running``."""
+        return f"{self.job_id}:{self.chunk}"
+
+
+@dataclass(frozen=True)
+class LostRun:
+    """A run whose lease expired: what is needed to send its chunk again."""
+
+    job_id: str
+    chunk: int
+    items: list[list[object]]
+    worker: str
+    queue: str
+    job_chunks: int
+
+
+class LeaseStore:
+    """Starts, renews and ends runs of chunks, and finds those whose worker was lost."""
+
+    def __init__(self, client: redis.Redis, lease_ttl: float, result_ttl: int) -> None:
+        self.client = client
+        self.lease_ms = int(lease_ttl * 1000)
+        self.result_ttl = result_ttl
+        self._start = client.register_script(scripts.START_RUN)
+        self._renew = client.register_script(scripts.RENEW_LEASE)
+        self._finish = client.register_script(scripts.FINISH_RUN)
+        self._claim = client.register_script(scripts.CLAIM_LOST)
+
+    def start(self, job_id: str, chunk: int, items: list[tuple[int, str]], worker: str, queue: str) -> Run:
+        """Start a run of a chunk by `worker` (host:pid), which took it from `queue`, taking
+        its lease."""
+        keys, token = JobKeys(job_id), uuid.uuid4().hex
+        entry = json.dumps(
+            {"token": token, "worker": worker, "queue": queue, "items": items, "at": time.time()},
+            ensure_ascii=False,
+        )
+        state, strikes = self._start(
+            keys=[keys.meta, RUNNING_KEY, keys.lease(chunk), keys.deliveries, keys.strikes],
+            args=[f"{job_id}:{chunk}", token, entry, self.lease_ms, self.result_ttl, chunk, worker],
+        )
+        name = {0: GONE, -1: BUSY}.get(int(state), STARTED)
+        return Run(job_id, chunk, token, name, attempt=int(strikes) + 1)
+
+    def renew(self, run: Run) -> bool:
+        """Extend the run's lease; False once the run is no longer the chunk's current run."""
+        keys = [RUNNING_KEY, JobKeys(run.job_id).lease(run.chunk)]
+        return bool(self._renew(keys=keys, args=[run.field, run.token, self.lease_ms]))
+
+    def finish(self, run: Run) -> None:
+        """End the run: its entry and lease go (if they are still its own)."""
+        self._finish(keys=[RUNNING_KEY, JobKeys(run.job_id).lease(run.chunk)], args=[run.field, run.token])
+
+    def strike(self, job_id: str, chunk: int) -> int:
+        """Count a failed run of a chunk; returns the chunk's strikes."""
+        key = JobKeys(job_id).strikes
+        pipe = self.client.pipeline()
+        pipe.hincrby(key, str(chunk), 1)
+        pipe.expire(key, self.result_ttl)
+        return int(pipe.execute()[0])
+
+    def unleased(self) -> list[str]:
+        """Fields of ``tq:running`` whose lease is gone (their run died, or just ended)."""
+        fields = [f for f in self.client.hkeys(RUNNING_KEY) if ":" in f]
+        pipe = self.client.pipeline()
+        for field in fields:
+            job_id, _, chunk = field.rpartition(":")
+            pipe.exists(JobKeys(job_id).lease(int(chunk)))
+        return [f for f, alive in zip(fields, pipe.execute(), strict=True) if not alive]
+
+    def claim_lost(self, field: str) -> LostRun | None:
+        """Claim a run whose lease expired, once among all sweepers; None if there is none."""
+        job_id, _, chunk = field.rpartition(":")
+        keys = JobKeys(job_id)
+        claimed = self._claim(keys=[RUNNING_KEY, keys.lease(int(chunk)), keys.meta], args=[field])
+        if claimed is None:
+            return None
+        entry, job_chunks = claimed
+        data = json.loads(entry)
+        return LostRun(job_id, int(chunk), data["items"], data["worker"], data["queue"], int(job_chunks))
+
+
+@contextlib.contextmanager
+def held(leases: LeaseStore, run: Run, interval: float) -> Iterator[None]:
+    """Keep `run`'s lease alive every `interval` seconds while the block runs, then end it."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            try:
+                if not leases.renew(run):
+                    return  # another run took the chunk over (this one was presumed lost)
+            except redis.RedisError as exc:  # Redis restarting: try again at the next beat
+                logger.warning("lease of chunk %s of job %s not renewed: %r", run.chunk, run.job_id, exc)
+
+    heart = threading.Thread(target=beat, daemon=True, name=f"lease-{run.field}")
+    heart.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        heart.join()
+        try:
+            leases.finish(run)
+        except redis.RedisError as exc:  # the lease expires by itself; the sweeper watches it
+            logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
+
+
+class Sweeper:
+    """Requeues the chunks of lost runs: a lease missing for `grace` seconds (so that live
+    workers can re-create leases a Redis restart lost) is claimed and its chunk sent again,
+    at its job's priority, on the queue it was taken from. It also watches for stalled jobs
+    (`stalls`): chunks lost with a Redis crash before any worker started them."""
+
+    def __init__(self, store: JobStore, grace: float = defaults.LEASE_GRACE) -> None:
+        self.store = store
+        self.leases = store.leases
+        self.settings = store.settings
+        self.grace = grace
+        self._missing_since: dict[str, float] = {}
+        self._progress: dict[str, tuple[tuple[int, int], float]] = {}
+
+    def requeue(self, lost: LostRun) -> None:
+        """Send a lost run's chunk again."""
+        send_chunks(self.settings, lost.job_id, [(lost.chunk, lost.items)], lost.job_chunks, lost.queue)
+
+    def sweep(self, now: float | None = None) -> list[LostRun]:
+        """One pass; returns the runs it requeued."""
+        now = time.monotonic() if now is None else now
+        unleased = self.leases.unleased()
+        self._missing_since = {f: self._missing_since.get(f, now) for f in unleased}
+        requeued = []
+        for field, since in self._missing_since.items():
+            if now - since >= self.grace:
+                lost = self.leases.claim_lost(field)
+                if lost is not None:
+                    self.requeue(lost)
+                    requeued.append(lost)
+        return requeued
+
+    def stalls(self, now: float | None = None, after: float = defaults.STALL_AFTER) -> list[str]:
+        """Send again the unsettled chunks of every job that made no progress for `after`
+        seconds while nothing of it runs and its queue is empty; returns those jobs' ids."""
+        now = time.monotonic() if now is None else now
+        running = {field.rpartition(":")[0] for field in self.leases.client.hkeys(RUNNING_KEY)}
+        resent, watched = [], {}
+        for job_id in self.store.job_ids():
+            info = self.store.info(job_id)
+            if info is None or info.finished or info.state == "cancelled":
+                continue
+            mark = (info.settled, self.store.deliveries(job_id))
+            last_mark, since = self._progress.get(job_id, (mark, now))
+            watched[job_id] = (mark, since if last_mark == mark else now)
+            queue = info.queue or self.settings.queue
+            if (
+                now - watched[job_id][1] < after
+                or job_id in running
+                or queue_length(self.settings, queue)
+                or not self.store.claim_resend(job_id, after)
+            ):
+                continue
+            send_chunks(self.settings, job_id, self.store.unsettled_chunks(job_id), info.chunks, queue)
+            watched[job_id] = (mark, now)
+            resent.append(job_id)
+        self._progress = watched
+        return resent
+
+    def run_forever(self, interval: float = defaults.SWEEP_INTERVAL) -> None:
+        """Sweep every `interval` seconds, riding out Redis errors (for a daemon thread)."""
+        while True:
+            try:
+                for lost in self.sweep():
+                    logger.warning(
+                        "chunk %s of job %s was lost with worker %s: requeued",
+                        lost.chunk,
+                        lost.job_id,
+                        lost.worker,
+                    )
+                for job_id in self.stalls():
+                    logger.warning(
+                        "job %s stalled with nothing queued: its unsettled chunks were sent again", job_id
+                    )
+            except (redis.RedisError, ValueError) as exc:  # ValueError: a corrupt record
+                logger.warning("lease sweep failed: %r", exc)
+            time.sleep(interval)
+
+    def start(self, interval: float = defaults.SWEEP_INTERVAL) -> threading.Thread:
+        """Run `run_forever` in a daemon thread."""
+        thread = threading.Thread(
+            target=self.run_forever, args=(interval,), daemon=True, name="lease-sweeper"
+        )
+        thread.start()
+        return thread

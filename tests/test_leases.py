@@ -1,0 +1,117 @@
+"""store.leases on a real redis-server: runs, heartbeats, strikes and the sweeper."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from store.config import Settings
+from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.keys import RUNNING_KEY, JobKeys
+from store.leases import BUSY, GONE, STARTED, Sweeper, held
+from store.queues import queue_length
+
+pytest_plugins = ["distributed_support"]
+
+ITEMS = [(0, "One."), (1, "Two.")]
+
+
+@pytest.fixture
+def store(redis_server):
+    redis_server.client().flushdb()
+    # Nobody consumes this queue: requeued chunks stay there to be counted.
+    settings = Settings(redis_url=redis_server.url, queue="leases-test", lease_ttl=1.0)
+    store = JobStore.from_settings(settings)
+    store.create(
+        NewJob(
+            job_id="j",
+            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
+            layouts=["x"],
+            total=2,
+            chunks=3,
+            out="",
+            origin="files",
+        )
+    )
+    return store
+
+
+def test_a_run_holds_its_chunk_until_it_ends(store):
+    run = store.leases.start("j", 0, ITEMS, "host:1", "q")
+    assert (run.state, run.attempt) == (STARTED, 1)
+    assert store.leases.start("j", 0, ITEMS, "host:2", "q").state == BUSY  # a duplicate message
+    store.leases.finish(run)
+    assert not store.client.hexists(RUNNING_KEY, "j:0")
+    assert not store.client.exists(JobKeys("j").lease(0))
+    assert store.leases.start("j", 0, ITEMS, "host:2", "q").attempt == 1  # no strike: it ended
+    assert store.client.hget(JobKeys("j").deliveries, "0") == "2"
+    assert store.leases.start("gone", 0, ITEMS, "host:1", "q").state == GONE
+
+
+def test_a_run_that_died_is_a_strike_but_a_retry_by_the_same_process_is_not(store):
+    store.leases.start("j", 1, ITEMS, "host:1", "q")
+    store.client.delete(JobKeys("j").lease(1))  # its lease expired: the worker is gone
+    assert store.leases.start("j", 1, ITEMS, "host:2", "q").attempt == 2
+    store.client.delete(JobKeys("j").lease(1))
+    assert store.leases.start("j", 1, ITEMS, "host:2", "q").attempt == 2  # host:2 itself (a Redis outage)
+    assert store.leases.strike("j", 1) == 2  # a run that raised
+
+
+def test_the_heartbeat_keeps_a_lease_alive_and_recreates_a_lost_one(store):
+    run = store.leases.start("j", 2, ITEMS, "host:1", "q")
+    with held(store.leases, run, interval=0.2):
+        time.sleep(1.5)  # past the 1 s lease
+        assert store.client.exists(JobKeys("j").lease(2))
+        store.client.delete(JobKeys("j").lease(2))  # as a Redis restart after a long outage
+        time.sleep(0.5)
+        assert store.client.exists(JobKeys("j").lease(2))
+    assert not store.client.hexists(RUNNING_KEY, "j:2")
+
+
+def test_the_sweeper_requeues_a_lost_run_once_after_the_grace(store):
+    store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0))
+    first, second = (
+        Sweeper(store, grace=5.0),
+        Sweeper(store, grace=5.0),
+    )
+    assert first.sweep(now=100.0) == [] and second.sweep(now=100.0) == []  # within the grace
+    (lost,) = first.sweep(now=106.0)
+    assert (lost.job_id, lost.chunk, lost.worker, lost.job_chunks) == ("j", 0, "host:1", 3)
+    assert lost.queue == "leases-test"
+    assert [tuple(item) for item in lost.items] == ITEMS
+    assert second.sweep(now=106.0) == []  # claimed once among all sweepers
+    assert queue_length(store.settings, "leases-test") == 1
+    assert store.leases.start("j", 0, ITEMS, "host:2", "q").attempt == 2  # the loss is a strike
+
+
+def test_the_sweeper_forgets_runs_of_gone_jobs(store):
+    store.leases.start("j", 0, ITEMS, "host:1", "q")
+    store.client.delete(JobKeys("j").lease(0), JobKeys("j").meta)
+    assert Sweeper(store, grace=0.0).sweep() == []
+    assert not store.client.hexists(RUNNING_KEY, "j:0")
+
+
+def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
+    store.client.delete(JobKeys("j").meta)
+    store.create(
+        NewJob(
+            job_id="s",
+            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
+            layouts=["x"],
+            total=2,
+            chunks=2,
+            out="",
+            origin="files",
+            chunk_items=[[(0, "One.")], [(1, "Two.")]],
+        )
+    )
+    store.record("s", 0, "One.", "一。", fingerprint="f", hit=False)
+    first, second = Sweeper(store), Sweeper(store)
+    assert first.stalls(now=0.0, after=30.0) == []  # progress is watched from now on
+    assert second.stalls(now=0.0, after=30.0) == []
+    assert first.stalls(now=31.0, after=30.0) == ["s"]
+    assert second.stalls(now=31.0, after=30.0) == []  # one sweeper sends them
+    assert queue_length(store.settings, "leases-test") == 1  # chunk 1 only: chunk 0 is settled
+    assert store.unsettled_chunks("s") == [(1, [[1, "Two."]])]
