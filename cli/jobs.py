@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -23,9 +24,11 @@ from producer.jobs import (
 )
 from producer.pipeline import stream_units
 from store import defaults
-from store.jobstore import CANCELLED, PARTIAL, CorruptRecord
+from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter
 
 STDIN_ORIGIN = "stdin"
+#: Dead letters shown per distinct reason by `transqueue status`.
+SHOWN_PER_REASON = 3
 NO_WORKER = (
     "no worker has taken a chunk of job {job} for {s:.0f} s. Are workers running and consuming "
     "queue '{queue}'? Check with `celery -A worker inspect active_queues`, or in Flower."
@@ -92,29 +95,44 @@ def status_command(job_id: str) -> None:
     if info.out:
         lines.append(f"output       {info.out}")
     click.echo("\n".join(lines))
+    by_reason: dict[str, list[DeadLetter]] = {}
     for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
-        click.echo(
-            f"  sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} "
-            f"deliveries): {letter.reason}\n    {letter.text!r}"
-        )
+        by_reason.setdefault(letter.reason, []).append(letter)
+    for reason, letters in by_reason.items():  # identical reasons once, with a few examples
+        click.echo(f"  {len(letters)} sentences: {reason}")
+        for letter in letters[:SHOWN_PER_REASON]:
+            click.echo(
+                f"    sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} strikes): "
+                f"{letter.text!r}"
+            )
+        if len(letters) > SHOWN_PER_REASON:
+            click.echo(f"    … and {len(letters) - SHOWN_PER_REASON} more")
     errors = store.errors(job_id)
     click.echo(f"errors       {len(errors)}")
-    for error in errors:
-        click.echo(f"  chunk {error['chunk']} on {error['worker']}: {error['error']}")
+    for (text, where), count in Counter((str(e["error"]), f"{e['worker']}") for e in errors).most_common():
+        click.echo(f"  {count} × on {where}: {text}")
 
 
 @click.command("wait")
 @click.argument("job_id")
-def wait_command(job_id: str) -> None:
-    """Show a progress bar until the job finishes (exit 1 if it has dead letters).
+@click.option("--quiet", "-q", is_flag=True, help="No progress output; the exit status tells.")
+def wait_command(job_id: str, quiet: bool) -> None:
+    """Wait until the job finishes (exit 1 if it has dead letters or is cancelled).
 
-    Rides out a Redis restart, and says when no worker has taken a chunk for a while.
+    On a terminal a progress bar shows; otherwise one plain line every 10 s. Rides out a
+    Redis restart, and says when no worker has taken a chunk for a while.
     """
     store = cli_store(watching=True)
     info = job_info(store, job_id)
     mark, since, hinted = (info.settled, store.deliveries(job_id)), time.monotonic(), False
-    with tqdm(total=info.total, initial=info.settled, unit="sentence", desc=job_id) as bar:
+    plain, said_at = not quiet and not sys.stderr.isatty(), 0.0
+    with tqdm(
+        total=info.total, initial=info.settled, unit="sentence", desc=job_id, disable=quiet or plain
+    ) as bar:
         while not info.finished and info.state != CANCELLED:
+            if plain and time.monotonic() - said_at >= defaults.PLAIN_PROGRESS_EVERY:
+                click.echo(f"{job_id}: {info.settled}/{info.total} sentences settled", err=True)
+                said_at = time.monotonic()
             time.sleep(store.settings.poll_interval)
             info = job_info(store, job_id)
             bar.set_postfix(hits=info.hits, dead=info.dead, refresh=False)
@@ -124,10 +142,12 @@ def wait_command(job_id: str) -> None:
                 mark, since = progress, time.monotonic()
             elif not hinted and time.monotonic() - since >= defaults.NO_WORKER_HINT_AFTER:
                 hinted = True
-                bar.write(
-                    NO_WORKER.format(job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=store.settings.queue),
-                    file=sys.stderr,
+                hint = NO_WORKER.format(
+                    job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=store.settings.queue
                 )
+                click.echo(hint, err=True)
+    if plain:
+        click.echo(f"{job_id}: {info.settled}/{info.total} sentences settled, {info.state}", err=True)
     if info.state == CANCELLED:
         raise click.ClickException(f"job {job_id} was cancelled")
     if info.state == PARTIAL:

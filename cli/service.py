@@ -35,9 +35,15 @@ def worker_command(
     (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes the
     chunk queue (TRANSQUEUE_QUEUE).
     """
+    from models.bundle import BundleError
     from worker.celery import app
+    from worker.runtime import check_bundle
 
     settings = cli_settings()
+    try:
+        check_bundle(settings)
+    except BundleError as error:
+        raise click.ClickException(f"cannot load the model: {error}") from None
     app.worker_main(
         [
             "worker",

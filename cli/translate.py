@@ -54,14 +54,16 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
 @click.option(
     "--model",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="Model bundle directory (default: the bundled demo model).",
+    envvar="TRANSQUEUE_BUNDLE",
+    help="Model bundle directory [TRANSQUEUE_BUNDLE, as the workers; default: the bundled demo model].",
 )
 @click.option(
     "--precision",
     type=click.Choice(PRECISIONS),
     default=PRECISION,
     show_default=True,
-    help="Decoder precision.",
+    envvar="TRANSQUEUE_PRECISION",
+    help="Decoder precision [TRANSQUEUE_PRECISION].",
 )
 @click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")

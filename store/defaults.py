@@ -113,6 +113,9 @@ POLL_INTERVAL = 0.5
 #: it says that no worker seems to be consuming the queue, and how to check.
 NO_WORKER_HINT_AFTER = 30.0
 
+#: Seconds between the plain progress lines of `transqueue wait` when stderr is no terminal.
+PLAIN_PROGRESS_EVERY = 10.0
+
 #: TRANSQUEUE_METRICS_PORT: port of the Prometheus exporter started by `transqueue metrics`.
 METRICS_PORT = 9808
 

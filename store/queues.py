@@ -119,6 +119,8 @@ def send_chunks(
                 connection=connection,
                 queue=queue or settings.queue,
                 priority=priority,
+                # Flower and the logs show this instead of the sentences themselves.
+                argsrepr=f"job={job_id} chunk={n} sentences={len(items)}",
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -10,8 +11,9 @@ from click.testing import CliRunner
 from cli import main
 from cli.common import EXIT_REDIS
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob
 from store.keys import JobKeys
+from store.queues import send_chunks
 
 pytest_plugins = ["distributed_support"]
 
@@ -175,3 +177,23 @@ def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypa
     assert waited.exit_code == 1 and f"job {job_id} was cancelled" in waited.output
     assert waited.output.count("no worker has taken a chunk") == 1
     assert "queue 'nobody'" in waited.output and "celery -A worker inspect active_queues" in waited.output
+
+
+def test_status_shows_each_dead_letter_reason_once(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(2):
+        letter = DeadLetter(
+            slot=slot, text=f"s{slot}", reason="BundleError('gone')", chunk=0, deliveries=3, at=0.0
+        )
+        store.dead_letter(job_id, letter)
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert status.count("BundleError('gone')") == 1 and "  2 sentences: BundleError('gone')" in status
+
+
+def test_chunks_show_a_summary_not_their_sentences(redis_server):
+    redis_server.client().flushdb()
+    settings = Settings(redis_url=redis_server.url, queue="argsrepr-test")
+    send_chunks(settings, "j1", [(0, [(0, "A secret sentence.")])], 1)
+    (raw,) = redis_server.client().lrange("argsrepr-test", 0, -1)
+    headers = json.loads(raw)["headers"]
+    assert headers["argsrepr"] == "job=j1 chunk=0 sentences=1"

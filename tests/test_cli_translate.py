@@ -180,3 +180,10 @@ def test_cli_subprocess_file_and_stdin(inputs, tiny_bundle, translator):
     )
     assert streamed.returncode == 0, streamed.stderr
     assert [json.loads(line)["id"] for line in streamed.stdout.decode().splitlines()] == [1, 2, 3]
+
+
+def test_the_model_comes_from_transqueue_bundle_as_for_workers():
+    result = CliRunner().invoke(
+        main, ["translate", "-"], input="Hello.\n", env={"TRANSQUEUE_BUNDLE": "/no/such/bundle"}
+    )
+    assert result.exit_code == 2 and "'/no/such/bundle' does not exist" in result.output

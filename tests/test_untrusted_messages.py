@@ -5,11 +5,13 @@ makes a process read or write a path that the message names."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, Worker, wait_for
+from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, TRANSQUEUE_WORKER, Worker, wait_for
 
 from producer.inbox import run_inbox
 from producer.schedule import load_schedule
@@ -143,3 +145,13 @@ def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
 
     send(services, TRANSLATE_TASK, [job_id, 0, [[0, "Hello there."]]])  # the real chunk still works
     wait_for(lambda: store.info(job_id).finished, "the real chunk", timeout=60, detail=worker.log_text)
+
+
+@pytest.mark.parametrize("command", [CELERY_WORKER, TRANSQUEUE_WORKER])
+def test_a_worker_with_a_bad_bundle_exits_at_once_with_one_line(redis_server, tmp_path, command):
+    env = {**os.environ, "TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_BUNDLE": str(tmp_path)}
+    done = subprocess.run([*command, "--loglevel=info"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "cannot load the model" in done.stderr and "not a transqueue model bundle" in done.stderr
+    assert "to fix it: set TRANSQUEUE_BUNDLE" in done.stderr and "Traceback" not in done.stderr
+    assert "ready" not in done.stdout + done.stderr

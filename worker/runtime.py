@@ -76,3 +76,23 @@ def load_translator(settings: Settings) -> SentenceTranslator:
                 translator = PoisonedTranslator(translator, settings.test_poison)
             _state["translator"] = translator
         return _state["translator"]
+
+
+#: What to do about a bundle a worker cannot load.
+FIX_BUNDLE = (
+    "set TRANSQUEUE_BUNDLE to a bundle made by `transqueue export` (or leave it empty for the "
+    "bundled demo model), and TRANSQUEUE_PRECISION to a precision it ships"
+)
+
+
+def check_bundle(settings: Settings) -> None:
+    """Raise BundleError (saying how to fix it) unless the settings' bundle can be loaded:
+    its manifest, the decoder of the settings' precision, and every file's sha256."""
+    from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
+
+    try:
+        manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
+        manifest.graph("decoder", settings.precision)
+        verify_files(manifest)
+    except BundleError as error:
+        raise BundleError(f"{error}\n  to fix it: {FIX_BUNDLE}") from None

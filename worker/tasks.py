@@ -23,6 +23,17 @@ from worker.messages import BadMessage, check_ranges, parse_chunk
 logger = logging.getLogger(__name__)
 
 
+@signals.worker_init.connect
+def _check_the_model(**_: Any) -> None:
+    """Fail fast: a worker whose bundle cannot be loaded exits before it takes any chunk."""
+    from models.bundle import BundleError
+
+    try:
+        runtime.check_bundle(env_settings())
+    except BundleError as error:
+        raise SystemExit(f"transqueue worker: cannot load the model: {error}") from None
+
+
 @signals.worker_process_init.connect
 def _load_after_fork(**_: Any) -> None:
     """Prefork children and the solo pool: sessions are created here, after the fork."""
