@@ -8,6 +8,7 @@ unreachable or refusing the credentials.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -90,6 +91,22 @@ def cli_store(watching: bool = False) -> JobStore:
             )
 
     return JobStore.from_settings(settings, patience=settings.client_patience, on_wait=say_once)
+
+
+def model_key_of(model: str | None, settings: Settings) -> str:
+    """The model key a job asks for: of the bundle directory `model` (at the settings'
+    precision), `model` itself if it is a key, else of the settings' bundle."""
+    from models.bundle import BundleError, read_manifest
+    from store.queues import model_key
+
+    try:
+        if model is None:
+            return model_key(settings)
+        if re.fullmatch(r"[0-9a-f]{12}", model):
+            return model
+        return read_manifest(model).model_key(settings.precision)
+    except BundleError as error:
+        raise click.ClickException(f"--model: {error}") from None
 
 
 def job_info(store: JobStore, job_id: str) -> JobInfo:

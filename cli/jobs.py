@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import cli_store, duration, job_info
+from cli.common import cli_store, duration, job_info, model_key_of
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.jobs import (
@@ -33,6 +33,10 @@ NO_WORKER = (
     "no worker has taken a chunk of job {job} for {s:.0f} s. Are workers running and consuming "
     "queue '{queue}'? Check with `celery -A worker inspect active_queues`, or in Flower."
 )
+NO_MODEL = (
+    "job {job} is waiting for a worker serving model {model} (queue '{queue}'): none is running. "
+    "Start one with TRANSQUEUE_BUNDLE set to that model's bundle (and its precision)."
+)
 
 
 @click.command("submit")
@@ -44,7 +48,14 @@ NO_WORKER = (
 )
 @click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
-def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...], reflow: bool) -> None:
+@click.option(
+    "--model",
+    help="The model the job asks for: a bundle directory, or a model key (12 hex digits, as "
+    "`transqueue status` shows). Default: TRANSQUEUE_BUNDLE at TRANSQUEUE_PRECISION, as the workers.",
+)
+def submit_command(
+    paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...], reflow: bool, model: str | None
+) -> None:
     """Queue PATH... (files, directories, or '-' for stdin) for the workers; print the job id.
 
     Inputs are read as `transqueue translate` reads them (stdin: one unit per line, a JSONL
@@ -70,7 +81,9 @@ def submit_command(paths: tuple[str, ...], out: Path | None, fields: tuple[str, 
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     except DocumentError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(submit(cli_store(), parsed, options, out=out_dir, origin=origin))
+    store = cli_store()
+    key = model_key_of(model, store.settings)
+    click.echo(submit(store, parsed, options, out=out_dir, origin=origin, model=key))
 
 
 @click.command("status")
@@ -92,6 +105,8 @@ def status_command(job_id: str) -> None:
         f"ETA          {'none (cancelled)' if info.state == CANCELLED else duration(info.eta(now))}",
         f"dead letters {info.dead}",
     ]
+    if info.model:
+        lines.append(f"model        {info.model} ({store.serving(info.queue)} workers serving it)")
     if info.out:
         lines.append(f"output       {info.out}")
     click.echo("\n".join(lines))
@@ -126,6 +141,8 @@ def wait_command(job_id: str, quiet: bool) -> None:
     info = job_info(store, job_id)
     mark, since, hinted = (info.settled, store.deliveries(job_id)), time.monotonic(), False
     plain, said_at = not quiet and not sys.stderr.isatty(), 0.0
+    if not info.finished and info.state != CANCELLED and info.queue and not store.serving(info.queue):
+        click.echo(NO_MODEL.format(job=job_id, model=info.model, queue=info.queue), err=True)
     with tqdm(
         total=info.total, initial=info.settled, unit="sentence", desc=job_id, disable=quiet or plain
     ) as bar:

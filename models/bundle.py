@@ -73,6 +73,18 @@ class Manifest:
             )
         return self.directory / graphs["decoder"][precision]
 
+    def files_for(self, precision: str) -> list[str]:
+        """The files a Translator at `precision` loads: encoder, decoder, tokenizer files."""
+        roles = ("source", "target", "vocab")
+        graphs = [self.graph("encoder"), self.graph("decoder", precision)]
+        return [path.name for path in graphs] + [self.tokenizer_file(role).name for role in roles]
+
+    def model_key(self, precision: str) -> str:
+        """12 hex digits naming this model at `precision`: jobs are routed by it to the
+        workers that run exactly these files (`store.queues.model_queue`)."""
+        digest = hashlib.sha256(f"{self.fingerprint(*self.files_for(precision))}:{precision}".encode())
+        return digest.hexdigest()[:12]
+
     def tokenizer_file(self, role: str) -> Path:
         """Path of the "source", "target" or "vocab" tokenizer file."""
         return self.directory / self.data["tokenizer"][role]

@@ -31,7 +31,7 @@ from producer.files import FileTask, contained
 from producer.stored_layout import dump_document, load_document
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
 from store.keys import new_job_id
-from store.queues import send_chunks
+from store.queues import model_key, model_queue, send_chunks
 
 STDIN = "<stdin>"
 
@@ -122,10 +122,14 @@ def submit(
     out: str,
     origin: str,
     extra: dict[str, str] | None = None,
+    model: str | None = None,
 ) -> str:
-    """Store a job of parsed documents and queue its chunks; returns its id."""
+    """Store a job of parsed documents and queue its chunks on the queue of `model` (a
+    model key; default: the model of the store's settings); returns its id."""
     plan = plan_job(parsed, options)
     job_id = new_job_id()
+    model = model or model_key(store.settings)
+    queue = model_queue(store.settings, model)
     pairs, size = list(enumerate(plan.sentences)), store.settings.chunk_size
     chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     store.create(
@@ -139,9 +143,11 @@ def submit(
             origin=origin,
             extra=extra or {},
             chunk_items=chunks,
+            model=model,
+            queue=queue,
         )
     )
-    send_chunks(store.settings, job_id, enumerate(chunks), len(chunks))
+    send_chunks(store.settings, job_id, enumerate(chunks), len(chunks), queue)
     store.try_finalize(job_id)
     return job_id
 

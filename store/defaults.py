@@ -68,6 +68,10 @@ LEASE_GRACE = 4.0
 #: Seconds between two lease sweeps of a worker (and of the scheduler).
 SWEEP_INTERVAL = 2.0
 
+#: A worker announces the queue it consumes at each sweep, valid for this many sweeps: a
+#: worker gone for that long no longer counts as serving its model.
+PRESENCE_SWEEPS = 5
+
 #: Seconds an unfinished job may make no progress (no sentence settled, no chunk delivered)
 #: with nothing of it running and its queue empty before a sweeper sends its unsettled chunks
 #: again: a Redis crash can lose a message that a worker had just popped and not yet run.

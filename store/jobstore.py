@@ -20,7 +20,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.keys import JOBS_KEY, NAME_PATTERN, ORPHANS_KEY, STATS_KEY, JobKeys, tm_key
+from store.keys import JOBS_KEY, NAME_PATTERN, ORPHANS_KEY, STATS_KEY, WORKER_PREFIX, JobKeys, tm_key
 from store.leases import LeaseStore
 from store.runs import RunStore
 
@@ -103,6 +103,7 @@ class JobInfo:
     origin: str = ""
     fingerprint: str = ""
     queue: str = ""
+    model: str = ""
     started_at: float | None = None
     finished_at: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
@@ -112,6 +113,7 @@ class JobInfo:
         """Build from the meta hash (as HGETALL returns it)."""
         known = {
             "queue",
+            "model",
             "state",
             "created",
             "documents",
@@ -141,6 +143,7 @@ class JobInfo:
             origin=h.get("origin", ""),
             fingerprint=h.get("fingerprint", ""),
             queue=h.get("queue", ""),
+            model=h.get("model", ""),
             started_at=opt_float("started_at"),
             finished_at=opt_float("finished_at"),
             extra={k: v for k, v in h.items() if k not in known},
@@ -187,6 +190,9 @@ class NewJob:
     extra: dict[str, str] = field(default_factory=dict)
     #: The chunks as sent, kept so that a chunk lost with Redis can be sent again.
     chunk_items: Sequence[Sequence[tuple[int, str]]] = ()
+    #: The key of the model the job asks for, and the queue its chunks travel on.
+    model: str = ""
+    queue: str = ""
 
 
 @dataclass(frozen=True)
@@ -243,7 +249,8 @@ class JobStore:
             "chunks": job.chunks,
             "out": job.out,
             "origin": job.origin,
-            "queue": self.settings.queue,
+            "model": job.model,
+            "queue": job.queue or self.settings.queue,
             **job.extra,
         }
         pipe = self.client.pipeline(transaction=True)
@@ -394,6 +401,15 @@ class JobStore:
     def claim_resend(self, job_id: str, seconds: float) -> bool:
         """True for one caller per `seconds`: the one that may send the job's stalled chunks."""
         return bool(self.client.set(JobKeys(job_id).resent, "1", nx=True, px=int(seconds * 1000)))
+
+    def announce(self, worker: str, queue: str, ttl: float) -> None:
+        """Say for `ttl` seconds that `worker` (host:pid) is alive and consumes `queue`."""
+        self.client.set(f"{WORKER_PREFIX}{worker}", queue, px=int(ttl * 1000))
+
+    def serving(self, queue: str) -> int:
+        """How many live workers consume `queue`."""
+        keys = list(self.client.scan_iter(f"{WORKER_PREFIX}*", count=1000))
+        return sum(value == queue for value in (self.client.mget(keys) if keys else []))
 
     def deliveries(self, job_id: str) -> int:
         """How many times chunks of the job were handed to a worker so far."""

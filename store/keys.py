@@ -28,6 +28,8 @@ from store.defaults import KEY_PREFIX
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 JOBS_KEY = f"{KEY_PREFIX}:jobs"
+#: Prefix of the presence keys of live workers: ``tq:worker:<host:pid>`` -> the queue it consumes.
+WORKER_PREFIX = f"{KEY_PREFIX}:worker:"
 RUNNING_KEY = f"{KEY_PREFIX}:running"
 STATS_KEY = f"{KEY_PREFIX}:stats"
 ORPHANS_KEY = f"{KEY_PREFIX}:orphans"

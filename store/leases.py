@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -34,6 +36,12 @@ if TYPE_CHECKING:
     from store.jobstore import JobStore
 
 logger = logging.getLogger(__name__)
+
+
+def current_worker() -> str:
+    """host:pid of this process: how runs, errors and presence keys name a worker."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
 
 #: What `LeaseStore.start` found: the job is gone, another live run holds the chunk, or
 #: this run now holds it.
@@ -165,8 +173,9 @@ class Sweeper:
     at its job's priority, on the queue it was taken from. It also watches for stalled jobs
     (`stalls`): chunks lost with a Redis crash before any worker started them."""
 
-    def __init__(self, store: JobStore, grace: float = defaults.LEASE_GRACE) -> None:
+    def __init__(self, store: JobStore, grace: float = defaults.LEASE_GRACE, serving: str = "") -> None:
         self.store = store
+        self.serving = serving  # a worker's queue, announced at each sweep (`JobStore.serving`)
         self.leases = store.leases
         self.settings = store.settings
         self.grace = grace
@@ -222,6 +231,8 @@ class Sweeper:
         """Sweep every `interval` seconds, riding out Redis errors (for a daemon thread)."""
         while True:
             try:
+                if self.serving:
+                    self.store.announce(current_worker(), self.serving, interval * defaults.PRESENCE_SWEEPS)
                 for lost in self.sweep():
                     logger.warning(
                         "chunk %s of job %s was lost with worker %s: requeued",

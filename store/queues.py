@@ -2,8 +2,9 @@
 
 Producers send tasks by name (`send_chunks`), workers and the scheduler register them on
 apps made by `make_app`, so neither side imports the other's code. The translation
-chunks travel on TRANSQUEUE_QUEUE, consumed by `worker`; the inbox scan and delivery tasks
-on TRANSQUEUE_INBOX_QUEUE, consumed by the scheduler (`producer.scheduler`), so that a
+chunks travel on a queue per model, TRANSQUEUE_QUEUE.<model key> (`model_queue`), consumed
+by the workers that run exactly that model; the inbox scan and delivery tasks on
+TRANSQUEUE_INBOX_QUEUE, consumed by the scheduler (`producer.scheduler`), so that a
 delivery never waits behind queued chunks.
 """
 
@@ -38,9 +39,30 @@ def job_priority(chunks: int) -> int:
     return next((priority for most, priority in PRIORITY_BY_CHUNKS if chunks <= most), PRIORITIES[-1])
 
 
+def model_key(settings: Settings) -> str:
+    """The key of the model the settings name (TRANSQUEUE_BUNDLE at TRANSQUEUE_PRECISION);
+    BundleError when that bundle cannot be read."""
+    from models.bundle import default_bundle_dir, read_manifest
+
+    return read_manifest(settings.bundle_dir or default_bundle_dir()).model_key(settings.precision)
+
+
+def model_queue(settings: Settings, key: str) -> str:
+    """The chunk queue of a model: jobs for it wait there for the workers that run it."""
+    return f"{settings.queue}.{key}"
+
+
 def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
     """Celery settings for the distributed path; see the comments for the why of each."""
-    consumed = settings.inbox_queue if consumes == INBOX else settings.queue
+    from models.bundle import BundleError
+
+    if consumes == INBOX:
+        consumed = settings.inbox_queue
+    else:
+        try:
+            consumed = model_queue(settings, model_key(settings))
+        except BundleError:  # the worker's own check says what is wrong and exits
+            consumed = settings.queue
     return {
         "broker_url": settings.redis_url,
         "broker_connection_retry_on_startup": True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -166,8 +167,6 @@ def test_fetch_of_an_unfinished_or_cancelled_job_exits_1(redis_server, tmp_path)
 
 
 def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypatch):
-    import threading
-
     from store import defaults
 
     store, job_id, env = unfinished_job(redis_server, tmp_path)
@@ -197,3 +196,26 @@ def test_chunks_show_a_summary_not_their_sentences(redis_server):
     (raw,) = redis_server.client().lrange("argsrepr-test", 0, -1)
     headers = json.loads(raw)["headers"]
     assert headers["argsrepr"] == "job=j1 chunk=0 sentences=1"
+
+
+def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server, tmp_path, tiny_bundle):
+    from store.queues import model_key
+
+    redis_server.client().flushdb()
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_POLL_INTERVAL": "0.05"}
+    source = tmp_path / "a.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    args = ["submit", str(source), "--out", str(tmp_path / "out"), "--model", str(tiny_bundle)]
+    job_id = CliRunner().invoke(main, args, env=env).output.strip()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    info = store.info(job_id)
+    key = model_key(Settings(bundle=str(tiny_bundle)))
+    assert (info.model, info.queue) == (key, f"transqueue.{key}") and key != model_key(Settings())
+    assert redis_server.client().llen(f"transqueue.{key}") == 1  # waiting on its model's queue
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert f"model        {key} (0 workers serving it)" in status
+    threading.Timer(1.0, store.cancel, args=[job_id]).start()
+    waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
+    bad = CliRunner().invoke(main, [*args[:-1], str(tmp_path)], env=env)
+    assert bad.exit_code == 1 and "--model: " in bad.output and "not a transqueue model bundle" in bad.output

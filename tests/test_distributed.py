@@ -50,7 +50,7 @@ from producer.scheduler import beat_config
 from store.config import Settings
 from store.jobstore import DONE, PARTIAL, JobInfo, JobStore
 from store.keys import RUNNING_KEY, JobKeys
-from store.queues import TRANSLATE_TASK, client, send_chunks
+from store.queues import TRANSLATE_TASK, client, model_key, model_queue, send_chunks
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED
 
 pytestmark = pytest.mark.slow
@@ -403,7 +403,10 @@ def test_a_poison_sentence_lands_in_dead_letters(cluster, translator, tmp_path):
     assert "left untranslated" in fetched.output and POISON in fetched.output
 
     # A chunk of a job that does not exist is set aside too.
-    send_chunks(cluster.settings(), "no-such-job", [(0, [(0, "Hello.")])], 1)
+    settings = cluster.settings()
+    send_chunks(
+        settings, "no-such-job", [(0, [(0, "Hello.")])], 1, model_queue(settings, model_key(settings))
+    )
     wait_for(
         lambda: any(o["job"] == "no-such-job" for o in store.orphans()),
         "the orphan chunk to be recorded",

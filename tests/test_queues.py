@@ -8,7 +8,7 @@ from celery.app.utils import find_app
 
 from producer import scheduler
 from store.config import Settings
-from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, TRANSLATE_TASK, celery_config, make_app
+from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, TRANSLATE_TASK, celery_config, make_app, model_key
 from worker.celery import app
 
 
@@ -44,7 +44,8 @@ def test_workers_consume_chunks_and_the_scheduler_the_inbox_tasks(monkeypatch):
     monkeypatch.setenv("TRANSQUEUE_INBOX_QUEUE", "inbox")
     monkeypatch.setattr("store.queues.env_settings", lambda: Settings.from_env())
     workers, inbox = make_app(), make_app(consumes=INBOX)
-    assert set(workers.amqp.queues) == {"chunks"}
+    key = model_key(Settings())  # the demo model, at int8
+    assert set(workers.amqp.queues) == {f"chunks.{key}"}  # a worker consumes its model's queue
     assert set(inbox.amqp.queues) == {"inbox"}
     for task, queue in ((SCAN_TASK, "inbox"), (DELIVER_TASK, "inbox"), (TRANSLATE_TASK, "chunks")):
         assert workers.amqp.router.route({}, task)["queue"].name == queue
@@ -57,3 +58,12 @@ def test_workers_register_only_the_chunk_task_and_the_scheduler_only_inbox_tasks
     assert TRANSLATE_TASK in app.tasks and SCAN_TASK not in app.tasks
     assert {SCAN_TASK, DELIVER_TASK} <= set(scheduler.app.tasks)
     assert TRANSLATE_TASK not in scheduler.app.tasks
+
+
+def test_a_model_key_names_the_files_and_the_precision(tiny_bundle):
+    demo, tiny_fp32 = (
+        model_key(Settings()),
+        model_key(Settings(bundle=str(tiny_bundle), precision="fp32")),
+    )
+    assert len(demo) == 12 and demo != tiny_fp32
+    assert model_key(Settings(bundle=str(tiny_bundle))) not in (demo, tiny_fp32)

@@ -18,7 +18,7 @@ from producer.schedule import load_schedule
 from store.config import Settings
 from store.jobstore import DocumentRecord, JobStore
 from store.keys import JobKeys
-from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client
+from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client, model_key, model_queue
 from store.runs import FAILED
 
 pytestmark = pytest.mark.slow
@@ -61,14 +61,18 @@ def services(redis_server, tiny_bundle, tmp_path_factory):
         "worker": worker,
         "scheduler": scheduler,
         "url": redis_server.url,
+        "bundle": str(tiny_bundle),
     }
     worker.kill()
     scheduler.kill()
 
 
 def send(services: dict, task: str, args: list) -> None:
+    """Send a task as anyone could: chunks to the workers' model queue, the others by route."""
+    settings = Settings(bundle=services["bundle"])
+    queue = model_queue(settings, model_key(settings)) if task == TRANSLATE_TASK else None
     with client.connection_for_write(services["url"]) as connection:
-        client.send_task(task, args=args, connection=connection)
+        client.send_task(task, args=args, connection=connection, queue=queue)
 
 
 def store_of(services: dict, **changes: object) -> JobStore:

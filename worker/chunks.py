@@ -10,21 +10,15 @@ is dead-lettered at once: the model is deterministic, so a retry would raise aga
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.protocol import SentenceTranslator
 from store.jobstore import DeadLetter, JobStore, Written
+from store.leases import current_worker
 
 Item = tuple[int, str]
-
-
-def current_worker() -> str:
-    """host:pid of this process, as job errors name it."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Prometheus metrics of the distributed path, read from Redis at each scrape.
 
 Per job (label ``job``): sentences done and total, cache hits and their ratio, dead
-letters. Overall: chunks waiting in the queue, sentences translated, cache hits and dead
-letters over all jobs, and jobs by state. Served by `transqueue metrics --port`.
+letters. Overall: chunks waiting in each job's (model's) queue and in the inbox queue,
+sentences translated, cache hits and dead letters over all jobs, and jobs by state.
+Served by `transqueue metrics --port`.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ class JobMetrics(Collector):
             "transqueue_job_dead_letters", "Sentences of the job in dead letters", labels=job
         )
         states: Counter[str] = Counter()
+        queues = {self.store.settings.inbox_queue}
         for job_id in self.store.job_ids():
             info = self.store.info(job_id)
             if info is None:
                 continue
             states[info.state] += 1
+            if info.queue:
+                queues.add(info.queue)
             done.add_metric([job_id], info.done)
             total.add_metric([job_id], info.total)
             hits.add_metric([job_id], info.hits)
@@ -61,7 +65,7 @@ class JobMetrics(Collector):
 
         settings = self.store.settings
         queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker", labels=["queue"])
-        for queue in (settings.queue, settings.inbox_queue):
+        for queue in sorted(queues):  # the inbox queue and every known job's model queue
             queued.add_metric([queue], queue_length(settings, queue))
         yield queued
 

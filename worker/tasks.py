@@ -13,11 +13,11 @@ from celery.exceptions import Reject
 
 from store.config import env_settings
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobStore, process_store
-from store.leases import BUSY, GONE, Sweeper, held
-from store.queues import DELIVER_TASK, TRANSLATE_TASK
+from store.leases import BUSY, GONE, Sweeper, current_worker, held
+from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
 from worker import runtime
 from worker.celery import app
-from worker.chunks import current_worker, process_chunk
+from worker.chunks import process_chunk
 from worker.messages import BadMessage, check_ranges, parse_chunk
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,8 @@ def _load_for_threads(sender: Any = None, **_: Any) -> None:
 def _start_sweeper(**_: Any) -> None:
     """Requeue the chunks of dead workers within seconds (`store.leases`)."""
     settings = env_settings()
-    Sweeper(process_store(settings)).start()
+    serving = model_queue(settings, model_key(settings))
+    Sweeper(process_store(settings), serving=serving).start()
 
 
 @app.task(name=TRANSLATE_TASK, shared=False)
@@ -82,7 +83,11 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     if info is not None and info.state == CANCELLED:
         return
     try:
-        run = store.leases.start(job_id, chunk, pairs, current_worker(), settings.queue) if info else None
+        run = (
+            store.leases.start(job_id, chunk, pairs, current_worker(), info.queue or settings.queue)
+            if info
+            else None
+        )
     except redis.RedisError as exc:
         raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
     if info is None or run is None or run.state == GONE:  # the job is gone (or expired just now)
