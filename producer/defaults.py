@@ -21,8 +21,10 @@ PYSBD_TIMEOUT_S = float(os.environ.get("TRANSQUEUE_PYSBD_TIMEOUT", "5"))
 PYSBD_STARTUP_TIMEOUT_S = 120.0
 
 #: Characters pysbd uses internally as placeholders. A paragraph containing any of them is
-#: segmented by the fallback splitter, because pysbd would turn them into other text.
-PYSBD_RESERVED_CHARS = frozenset("∯♟♝♨☝ƪ⁃ᓰᓱᓳᓴᓷᓸ✂⎋☏☉☈☇☄∮ȹȸ⌬♭♬")
+#: segmented by the fallback splitter, because pysbd would turn them into other text. (The
+#: list bullet "⁃" is not among them: pysbd splits "⁃9. … ⁃10. …" lists right, one of its
+#: Golden Rules, and a piece that differs from the text is refused anyway.)
+PYSBD_RESERVED_CHARS = frozenset("∯♟♝♨☝ƪᓰᓱᓳᓴᓷᓸ✂⎋☏☉☈☇☄∮ȹȸ⌬♭♬")
 
 #: Shortest run of digits, commas, spaces and hyphens after ``.[`` that is sent to the fallback
 #: splitter: pysbd's NUMBERED_REFERENCE_REGEX backtracks exponentially on such runs

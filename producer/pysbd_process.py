@@ -28,14 +28,21 @@ log = logging.getLogger(__name__)
 
 
 def serve() -> None:
-    """Child loop: read JSON texts from stdin, answer pysbd's spans (or null on error)."""
+    """Child loop: read JSON texts from stdin, answer pysbd's spans (or null on error, or when
+    a sentence pysbd returns is not the text at its span: pysbd rewrote something)."""
     import pysbd
 
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     print(json.dumps(_READY), flush=True)
     for line in sys.stdin:
         try:
-            spans = [(s.start, s.end) for s in segmenter.segment(json.loads(line))]
+            text = json.loads(line)
+            pieces = segmenter.segment(text)
+            spans = (
+                [(s.start, s.end) for s in pieces]
+                if all(text[s.start : s.end] == s.sent for s in pieces)
+                else None
+            )
         except Exception:  # noqa: BLE001 - any pysbd failure means "use the fallback"
             spans = None
         print(json.dumps(spans), flush=True)

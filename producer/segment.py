@@ -32,7 +32,9 @@ _FALLBACK_BOUNDARY = re.compile(
     r"|[。！？]+[”’」）]*"  # CJK sentence ends
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)$")
-_INNER_TERMINATOR = re.compile(r"[.!?…。！？;:\r]")
+#: Anything that can end a sentence or a list item ("1) first 2) second") before the last
+#: character; a paragraph without one is a single sentence and pysbd is not asked.
+_INNER_TERMINATOR = re.compile(r"[.!?…。！？;:\r)]")
 _BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT},}}")
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+|\S+@\S+\.\w+", re.IGNORECASE)
 

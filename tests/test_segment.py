@@ -134,3 +134,18 @@ def test_needs_translation():
 def test_split_never_loses_text(tokens):
     text = "".join(tokens)
     assert_covers(text, split_sentences(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # pySBD English Golden Rules that the guard rails used to break
+        ("1) The first item 2) The second item", ["1) The first item", "2) The second item"]),
+        ("⁃9. The first item ⁃10. The second item", ["⁃9. The first item", "⁃10. The second item"]),
+        (
+            "a) the first item b) the second item c) the third list item",
+            ["a) the first item", "b) the second item", "c) the third list item"],
+        ),
+    ],
+)
+def test_golden_rules_of_lists_are_kept(text, expected):
+    assert sentences(text) == expected

@@ -71,8 +71,11 @@ def _corpus_sentences(path: Path | None) -> list[str]:
 
 
 def _agreement(a: Sequence[int], b: Sequence[int]) -> float:
-    longest = max(len(a), len(b), 1)
-    return sum(x == y for x, y in zip(a, b, strict=False)) / longest
+    """Share of positions where two id sequences agree, over the longer one (1.0 for two
+    empty ones: they agree)."""
+    if not a and not b:
+        return 1.0
+    return sum(x == y for x, y in zip(a, b, strict=False)) / max(len(a), len(b))
 
 
 def _generate_reference(model, tokenizer, text: str, max_new_tokens: int) -> list[int]:
