@@ -5,9 +5,10 @@
 The real opus-mt-en-zh cannot be downloaded here, so this builds a random MarianMTModel
 with its exact shapes (vocab 65001, d_model 512, 6+6 layers, 8 heads, FFN 2048, tied
 embeddings), exports it with `transqueue export --skip-validation` (fp32 + int8), and
-then, in fresh processes, loads a Translator and translates a few sentences, reporting
-the peak RSS for each precision and session setting. A worker process must stay under
-512 MB.
+then, in fresh processes, loads a Translator (start-up: sessions, hash check, warm-up) and
+translates the 56 regression sentences (every one runs to the length cap with random
+weights: the longest caches), reporting the start-up seconds and peak RSS for each
+precision and batch size. A worker process must stay under 512 MB.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ OPUS_VOCAB = 65001
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of this (torch-
 # holding) process would report the parent's peak.
 PROBE = """
-import json, re, sys
-from models.translator import Translator
-t = Translator(sys.argv[1], precision=sys.argv[2], threads=1)
-for r in t.translate(["Hello there, how are you?"] * 3):
+import json, re, sys, time
+from models.builder.validate import regression_sentences
+from models.translator import BatchOptions, Translator
+started = time.perf_counter()
+t = Translator(sys.argv[1], precision=sys.argv[2], threads=2, batching=BatchOptions(int(sys.argv[3])))
+startup = time.perf_counter() - started
+for r in t.translate(regression_sentences()):
     pass
 status = open("/proc/self/status").read()
-print(json.dumps({"peak_rss_mb": int(re.search(r"VmHWM:\\s+(\\d+)", status)[1]) / 1024}))
+peak = int(re.search(r"VmHWM:\\s+(\\d+)", status)[1]) / 1024
+print(json.dumps({"peak_rss_mb": peak, "startup_s": startup}))
 """
+#: (precision, max_batch) pairs measured.
+CASES = (("int8", 32), ("int8", 8), ("int8", 1), ("fp32", 32))
 
 
 def build_checkpoint(directory: Path) -> None:
@@ -74,16 +81,22 @@ def main() -> None:
 
         manifest = export(str(checkpoint), bundle, ExportOptions(validate=False))
         print(size_report(bundle, manifest))
-    lines = ["| decoder | peak RSS of one Translator process (MB) |", "| --- | --- |"]
-    for precision in ("int8", "fp32"):
+    lines = [
+        "| decoder | max_batch | start-up (s) | peak RSS of one Translator process, 2 threads (MB) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for precision, max_batch in CASES:
         out = subprocess.run(
-            [sys.executable, "-c", PROBE, str(bundle), precision],
+            [sys.executable, "-c", PROBE, str(bundle), precision, str(max_batch)],
             check=True,
             capture_output=True,
             text=True,
             cwd=ROOT,
         ).stdout
-        lines.append(f"| {precision} | {json.loads(out.splitlines()[-1])['peak_rss_mb']:.0f} |")
+        measured = json.loads(out.splitlines()[-1])
+        lines.append(
+            f"| {precision} | {max_batch} | {measured['startup_s']:.1f} | {measured['peak_rss_mb']:.0f} |"
+        )
     publish("\n".join(lines), args.record)
 
 

@@ -104,23 +104,31 @@ def validation_flags(function: F) -> F:
 @click.option("--no-target-lang-token", is_flag=True, help="Put no language token first.")
 @click.option("--int8-only", is_flag=True, help="Keep only the int8 decoder (deployment).")
 @click.option(
+    "--int8-scheme",
+    type=click.Choice(["row", "tensor"]),
+    default=defaults.INT8_SCHEME,
+    show_default=True,
+    help="row: one activation scale per row, exact int32 products, so the Translator may "
+    "batch; tensor: onnxruntime dynamic quantization (one scale per tensor, no batching).",
+)
+@click.option(
     "--per-channel/--per-tensor",
     default=True,
     show_default=True,
-    help="int8 weight scales per output channel or per tensor.",
+    help="tensor scheme: int8 weight scales per output channel or per tensor.",
 )
-@click.option("--reduce-range", is_flag=True, help="7-bit weights (older CPUs without VNNI).")
+@click.option("--reduce-range", is_flag=True, help="tensor scheme: 7-bit weights (CPUs without VNNI).")
 @click.option(
     "--op-types",
     default="MatMul",
     show_default=True,
-    help="Comma-separated op types that onnxruntime quantizes.",
+    help="tensor scheme: comma-separated op types that onnxruntime quantizes.",
 )
 @click.option(
     "--quantize-embeddings/--no-quantize-embeddings",
     default=True,
     show_default=True,
-    help="Store the tied embedding/lm_head once as int8 in the int8 decoder.",
+    help="tensor scheme: store the tied embedding/lm_head once as int8 in the int8 decoder.",
 )
 @click.option(
     "--skip-validation",
@@ -135,6 +143,7 @@ def export_command(
     target_lang_token: str,
     no_target_lang_token: bool,
     int8_only: bool,
+    int8_scheme: str,
     per_channel: bool,
     reduce_range: bool,
     op_types: str,
@@ -157,6 +166,7 @@ def export_command(
         keep_fp32=not int8_only,
         validate=not skip_validation,
         quantize=QuantizeOptions(
+            scheme=int8_scheme,
             per_channel=per_channel,
             reduce_range=reduce_range,
             op_types=tuple(t.strip() for t in op_types.split(",") if t.strip()),

@@ -60,6 +60,14 @@ class Manifest:
         """The decoder precisions this bundle ships."""
         return tuple(self.data["graphs"]["decoder"])
 
+    def batch_invariant(self, precision: str) -> bool:
+        """Whether the `precision` decoder computes each row independently of the batch.
+
+        fp32 does; int8 does with the "row" scheme (per-row activation scales), not with
+        the per-tensor one of older bundles, whose rows must be decoded one at a time.
+        """
+        return precision == "fp32" or self.data.get("quantization", {}).get("scheme") == "row"
+
     def graph(self, role: str, precision: str = "fp32") -> Path:
         """Path of the encoder (`role="encoder"`) or of the decoder at `precision`."""
         graphs = self.data["graphs"]

@@ -33,3 +33,16 @@ ALLOW_SPINNING = False
 
 #: Sentence used to warm the sessions up before the first real request.
 WARMUP_SENTENCE = "Hello, world."
+
+#: Most rows (sentences, or parts of over-long ones) decoded together in one batch. Rows
+#: of a batch share their exact source length (no padding), and a row's output does not
+#: depend on its neighbours, so this only trades memory for speed (bench/bench_batch.py).
+MAX_BATCH = 32
+
+#: How many sentences `Translator.translate` reads ahead to form batches of equal source
+#: length: more gives fuller batches, at the cost of the first result's latency.
+READ_AHEAD = 256
+
+#: The decoding scheme, part of the translation-memory fingerprint: a change to how
+#: outputs are produced must change it, so that remembered translations are not reused.
+DECODING = "greedy; batched by exact source length, finished rows dropped"

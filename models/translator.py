@@ -1,22 +1,25 @@
-"""The Translator: greedy Marian decoding with ONNX Runtime, tokenizers and numpy only.
+"""The Translator: batched greedy Marian decoding with ONNX Runtime, tokenizers and numpy only.
 
     translator = Translator()                       # the bundled demo model, int8
     for result in translator.translate(["Hello.", "How are you?"]):
         print(result.text, result.target_tokens, result.hit_length_cap)
 
-One sentence at a time: the encoder runs once and yields every decoder layer's cross
-K/V; the decoder then runs one token per step on its KV cache. Sentences are never
-batched together: int8 dynamic quantization picks one activation scale per tensor, so a
-batched sentence's output would depend on its neighbours, and a sentence must
-translate identically wherever it runs.
+Sentences are read ahead, cut into rows (`models.batching`) and decoded in batches of
+rows of the same exact source length: the encoder runs once per batch and yields every
+decoder layer's cross K/V, then the decoder runs one token per step for the rows still
+going, on their KV cache; a row that reaches eos leaves the batch. A sentence translates
+identically whatever it is batched with: with the fp32 decoder and with the int8 "row"
+scheme every op computes each row from that row alone (tests/test_batching.py). A bundle
+whose int8 decoder uses the per-tensor scheme is decoded one row at a time.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import defaults
+from models.batching import Batch, Row, group, split_points
 from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
@@ -55,6 +59,14 @@ class SessionOptions:
 
 
 @dataclass(frozen=True)
+class BatchOptions:
+    """How rows are batched; outputs never depend on it, so it is not in the fingerprint."""
+
+    max_batch: int = defaults.MAX_BATCH
+    read_ahead: int = defaults.READ_AHEAD
+
+
+@dataclass(frozen=True)
 class TranslationResult:
     """One translated sentence and what it cost."""
 
@@ -64,6 +76,14 @@ class TranslationResult:
     hit_length_cap: bool
     seconds: float
     parts: int = 1
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded batch: (ids without eos, hit_length_cap) per row, and its wall time."""
+
+    outputs: list[tuple[list[int], bool]]
+    seconds: float
 
 
 def _session(path: Path, options: SessionOptions) -> ort.InferenceSession:
@@ -81,21 +101,83 @@ def _session(path: Path, options: SessionOptions) -> ort.InferenceSession:
         raise BundleError(f"{path}: ONNX Runtime cannot load this graph: {error}") from error
 
 
-def split_points(pieces: list[str], limit: int) -> list[int]:
-    """Cut positions that split `pieces` into runs of at most `limit` pieces.
+class DecoderCache:
+    """The decoder inputs of the rows still going: cross K/V, mask and self-attention cache."""
 
-    A cut goes after sentence or clause punctuation if there is one in the last half of
-    the run, else before a word start (a piece beginning with ▁), else anywhere.
-    """
-    cuts, start = [], 0
-    while len(pieces) - start > limit:
-        window = range(start + limit, start + limit // 2, -1)
-        cut = next((i for i in window if pieces[i - 1].rstrip()[-1:] in ".;:,!?)]"), None)
-        if cut is None:
-            cut = next((i for i in window if pieces[i].startswith("▁")), start + limit)
-        cuts.append(cut)
-        start = cut
-    return cuts
+    def __init__(self, session: ort.InferenceSession, layers: int, mask: np.ndarray, cross: list) -> None:
+        self.session = session
+        self.layers = layers
+        self.mask = mask
+        self.cross = cross
+        rows, heads, _, head_dim = cross[0].shape
+        empty = np.zeros((rows, heads, 0, head_dim), dtype=np.float32)
+        self.past = [empty] * (2 * layers)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        """Feed one token per row; return the logits [rows, vocab] and grow the cache."""
+        feed = {"input_ids": tokens[:, None], "encoder_attention_mask": self.mask}
+        for layer in range(self.layers):
+            feed[f"past_key.{layer}"] = self.past[2 * layer]
+            feed[f"past_value.{layer}"] = self.past[2 * layer + 1]
+            feed[f"cross_key.{layer}"] = self.cross[2 * layer]
+            feed[f"cross_value.{layer}"] = self.cross[2 * layer + 1]
+        logits, *self.past = self.session.run(None, feed)
+        return logits
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Drop the rows where the boolean mask `rows` is False."""
+        self.mask = self.mask[rows]
+        self.cross = [array[rows] for array in self.cross]
+        self.past = [array[rows] for array in self.past]
+
+
+class _Window:
+    """Sentences read ahead: their rows, batches, and the results once batches are decoded."""
+
+    def __init__(self, translator: Translator, sentences: list[str]) -> None:
+        codec = translator.codec
+        limit = translator.config.max_positions - len(codec.prefix_ids) - 1
+        self.started = time.perf_counter()
+        self.pieces = [codec.pieces(sentence) for sentence in sentences]
+        self.parts: list[list[Row]] = []
+        for number, pieces in enumerate(self.pieces):
+            ids = codec.piece_ids(pieces)
+            bounds = [0, *split_points(pieces, limit), len(pieces)] if pieces else [0]
+            self.parts.append(
+                [
+                    Row(number, part, np.array([*codec.prefix_ids, *ids[a:b], codec.eos_id], dtype=np.int64))
+                    for part, (a, b) in enumerate(itertools.pairwise(bounds))
+                ]
+            )
+        self.batches = group([row for rows in self.parts for row in rows], translator.max_batch)
+        #: One callable per batch that returns it decoded (waiting for it if need be).
+        self.decoded: list[Callable[[], Decoded]] = []
+
+    def results(self, decode: Callable[[list[int]], str]) -> Iterator[TranslationResult]:
+        """Each sentence's TranslationResult in order, once its batches are decoded."""
+        where = {
+            (row.sentence, row.part): (number, index)
+            for number, batch in enumerate(self.batches)
+            for index, row in enumerate(batch.rows)
+        }
+        for number, (pieces, rows) in enumerate(zip(self.pieces, self.parts, strict=True)):
+            texts, target_tokens, capped, seconds = [], 0, False, 0.0
+            for row in rows:
+                batch, index = where[(number, row.part)]
+                done = self.decoded[batch]()
+                generated, hit_cap = done.outputs[index]
+                texts.append(decode(generated))
+                target_tokens += len(generated)
+                capped = capped or hit_cap
+                seconds += done.seconds / len(self.batches[batch].rows)
+            yield TranslationResult(
+                text="".join(texts),
+                source_tokens=len(pieces),
+                target_tokens=target_tokens,
+                hit_length_cap=capped,
+                seconds=seconds,
+                parts=max(1, len(rows)),
+            )
 
 
 class Translator:
@@ -109,21 +191,24 @@ class Translator:
         threads: int | None = None,
         decode: DecodeOptions = DecodeOptions(),
         session: SessionOptions = SessionOptions(),
+        batching: BatchOptions = BatchOptions(),
         verify: bool = True,
         warmup: bool = True,
     ) -> None:
         """Load `bundle_dir` (default: the demo model) for `precision` decoding.
 
         `threads` is how many cores to use (default: this process's CPU budget); they go
-        to that many sentences decoded side by side on the shared sessions, each run
-        with `session.intra_op_threads` ORT threads, which bench/ measured fastest.
+        to that many batches decoded side by side on the shared sessions, each run with
+        `session.intra_op_threads` ORT threads.
         """
         if precision not in defaults.PRECISIONS:
             raise ValueError(f"precision must be one of {defaults.PRECISIONS}, not {precision!r}")
         self.manifest = read_manifest(bundle_dir or default_bundle_dir())
         self.precision = precision
         self.decode_options = decode
+        self.batching = batching
         self.workers = threads or cpu_budget()
+        self.max_batch = batching.max_batch if self.manifest.batch_invariant(precision) else 1
         encoder_path = self.manifest.graph("encoder")
         decoder_path = self.manifest.graph("decoder", precision)
         used = [
@@ -147,7 +232,7 @@ class Translator:
         self._encoder = _session(encoder_path, session)
         self._decoder = _session(decoder_path, session)
         self._banned = np.array(sorted(set(config.bad_words_ids)), dtype=np.int64)
-        settings = {"precision": precision, **asdict(decode)}
+        settings = {"precision": precision, "decoding": defaults.DECODING, **asdict(decode)}
         self.fingerprint = self.manifest.fingerprint(*used) + ":" + repr(sorted(settings.items()))
         if warmup:
             self.translate_one(defaults.WARMUP_SENTENCE)
@@ -155,92 +240,80 @@ class Translator:
     def translate(self, sentences: Iterable[str]) -> Iterator[TranslationResult]:
         """Translate `sentences` in order, one result per sentence, as they complete.
 
-        With several workers, up to 2 × workers sentences are read ahead and decoded side
-        by side (each alone, so the output is the same as one at a time).
+        Up to `batching.read_ahead` sentences are read ahead and cut into batches of
+        equal source length; `threads` batches are decoded side by side, and the next
+        window is started before the results of the previous one are handed out.
         """
-        if self.workers == 1:
-            yield from map(self.translate_one, sentences)
-            return
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="translator") as pool:
-            window: deque[Future[TranslationResult]] = deque()
-            for sentence in sentences:
-                window.append(pool.submit(self.translate_one, sentence))
-                while window and (len(window) >= 2 * self.workers or window[0].done()):
-                    yield window.popleft().result()
-            while window:
-                yield window.popleft().result()
+        iterator = iter(sentences)
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="translator")
+        started: deque[_Window] = deque()
+        try:
+            for chunk in iter(lambda: list(itertools.islice(iterator, self.batching.read_ahead)), []):
+                window = _Window(self, chunk)
+                window.decoded = [pool.submit(self.decode_batch, batch).result for batch in window.batches]
+                started.append(window)
+                if len(started) > 1:
+                    yield from started.popleft().results(self.codec.decode)
+            while started:
+                yield from started.popleft().results(self.codec.decode)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def translate_one(self, sentence: str) -> TranslationResult:
-        """Translate one sentence. Too long for the model, it is split and rejoined."""
-        started = time.perf_counter()
-        pieces = self.codec.pieces(sentence)
-        if not pieces:
-            return TranslationResult("", 0, 0, False, time.perf_counter() - started)
-        body = self.codec.piece_ids(pieces)
-        limit = self.config.max_positions - len(self.codec.prefix_ids) - 1
-        bounds = [0, *split_points(pieces, limit), len(pieces)]
-        texts, target_tokens, capped = [], 0, False
-        for begin, end in zip(bounds, bounds[1:], strict=False):
-            ids = np.array([*self.codec.prefix_ids, *body[begin:end], self.codec.eos_id], dtype=np.int64)
-            generated, hit_cap = self.generate(ids)
-            texts.append(self.codec.decode(generated))
-            target_tokens += len(generated)
-            capped = capped or hit_cap
-        return TranslationResult(
-            text="".join(texts),
-            source_tokens=len(pieces),
-            target_tokens=target_tokens,
-            hit_length_cap=capped,
-            seconds=time.perf_counter() - started,
-            parts=len(bounds) - 1,
-        )
+        """Translate one sentence in this thread. Too long for the model, it is split and rejoined."""
+        window = _Window(self, [sentence])
+        decoded = [self.decode_batch(batch) for batch in window.batches]
+        window.decoded = [lambda done=done: done for done in decoded]
+        return next(window.results(self.codec.decode))
 
     def max_new_tokens(self, source_length: int) -> int:
         """The output length cap for a source of `source_length` ids."""
         options = self.decode_options
         return min(self.config.max_positions, int(options.length_a * source_length + options.length_b))
 
-    def _encode(self, source_ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        input_ids = source_ids[None, :]
-        mask = np.ones_like(input_ids)
-        return mask, self._encoder.run(None, {"input_ids": input_ids, "attention_mask": mask})
+    def decode_batch(self, batch: Batch) -> Decoded:
+        """Greedy-decode the rows of one batch."""
+        started = time.perf_counter()
+        outputs = self.generate_batch(batch.source_ids())
+        return Decoded(outputs, time.perf_counter() - started)
 
-    def _steps(self, mask: np.ndarray, cross: list[np.ndarray]):
-        """A coroutine: send a token id, receive that step's logits [vocab]."""
-        config = self.config
-        empty = np.zeros((1, config.decoder_heads, 0, config.head_dim), dtype=np.float32)
-        past = [empty] * (2 * config.decoder_layers)
-        logits = None
-        while True:
-            token = yield logits
-            feed = {"input_ids": np.array([[token]], dtype=np.int64), "encoder_attention_mask": mask}
-            for layer in range(config.decoder_layers):
-                feed[f"past_key.{layer}"] = past[2 * layer]
-                feed[f"past_value.{layer}"] = past[2 * layer + 1]
-                feed[f"cross_key.{layer}"] = cross[2 * layer]
-                feed[f"cross_value.{layer}"] = cross[2 * layer + 1]
-            batch_logits, *past = self._decoder.run(None, feed)
-            logits = batch_logits[0]
+    def start(self, source_ids: np.ndarray) -> DecoderCache:
+        """Encode rows of equal length [rows, length]; their cache for step-by-step decoding."""
+        mask = np.ones_like(source_ids)
+        cross = self._encoder.run(None, {"input_ids": source_ids, "attention_mask": mask})
+        return DecoderCache(self._decoder, self.config.decoder_layers, mask, cross)
 
     def step_logits(self, source_ids: np.ndarray, tokens: list[int]) -> Iterator[np.ndarray]:
         """Raw logits after each of `tokens` (teacher forcing), for validation."""
-        steps = self._steps(*self._encode(source_ids))
-        next(steps)
+        cache = self.start(source_ids[None, :])
         for token in tokens:
-            yield steps.send(token)
+            yield cache.step(np.array([token], dtype=np.int64))[0]
 
     def generate(self, source_ids: np.ndarray) -> tuple[list[int], bool]:
         """Greedy-decode one source id sequence; returns (ids without eos, hit_length_cap)."""
+        return self.generate_batch(source_ids[None, :])[0]
+
+    def generate_batch(self, source_ids: np.ndarray) -> list[tuple[list[int], bool]]:
+        """Greedy-decode rows of equal length [rows, length]: (ids without eos, hit_cap) each."""
         config = self.config
-        steps = self._steps(*self._encode(source_ids))
-        next(steps)
-        token = config.decoder_start_token_id
-        generated: list[int] = []
-        for _ in range(self.max_new_tokens(len(source_ids))):
-            logits = steps.send(token)
-            logits[self._banned] = -np.inf
-            token = int(logits.argmax())
-            if token == config.eos_token_id:
-                return generated, False
-            generated.append(token)
-        return generated, True
+        count = len(source_ids)
+        cache = self.start(source_ids)
+        rows = np.arange(count)
+        tokens = np.full(count, config.decoder_start_token_id, dtype=np.int64)
+        generated: list[list[int]] = [[] for _ in range(count)]
+        capped = [True] * count
+        for _ in range(self.max_new_tokens(source_ids.shape[1])):
+            logits = cache.step(tokens)
+            logits[:, self._banned] = -np.inf
+            tokens = logits.argmax(axis=1)
+            going = tokens != config.eos_token_id
+            for row, token in zip(rows[going], tokens[going], strict=True):
+                generated[row].append(int(token))
+            if not going.all():
+                for row in rows[~going]:
+                    capped[row] = False
+                rows, tokens = rows[going], tokens[going]
+                if not rows.size:
+                    break
+                cache.keep(going)
+        return list(zip(generated, capped, strict=True))

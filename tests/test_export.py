@@ -53,8 +53,22 @@ def test_graphs_have_dynamic_axes_no_encoder_in_decoder_and_no_duplicates(tiny_b
         assert duplicated_initializers(tiny_bundle / name, min_elements=1) == []
     int8 = onnx.load(tiny_bundle / "decoder.int8.onnx")
     ops = {node.op_type for node in int8.graph.node}
-    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
-    assert "embed_tokens.int8_t" in {init.name for init in int8.graph.initializer}
+    assert "MatMulInteger" in ops and "DynamicQuantizeLinear" not in ops  # the row scheme
+    initializers = {init.name: init for init in int8.graph.initializer}
+    assert "embed_tokens.int8_t" in initializers
+    weights = [n.input[1] for n in int8.graph.node if n.op_type == "MatMul" and n.input[1] in initializers]
+    assert weights == []  # every constant-weight MatMul is integer
+    assert read_manifest(tiny_bundle).data["quantization"]["scheme"] == "row"
+
+
+def test_tensor_scheme_export_is_decoded_one_row_at_a_time(tiny_marian_dir, tmp_path):
+    from models.translator import Translator
+
+    bundle = export_tiny(tiny_marian_dir, tmp_path / "bundle", quantize=QuantizeOptions(scheme="tensor"))
+    int8 = onnx.load(bundle / "decoder.int8.onnx")
+    assert "DynamicQuantizeLinear" in {node.op_type for node in int8.graph.node}
+    assert Translator(bundle, warmup=False).max_batch == 1
+    assert Translator(bundle, precision="fp32", warmup=False).max_batch > 1
 
 
 def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path):
@@ -71,7 +85,7 @@ def test_fp32_lm_head_option_keeps_one_shared_matrix(tiny_marian_dir, tmp_path):
     bundle = export_tiny(
         tiny_marian_dir,
         tmp_path / "bundle",
-        quantize=QuantizeOptions(quantize_embeddings=False),
+        quantize=QuantizeOptions(scheme="tensor", quantize_embeddings=False),
     )
     int8 = onnx.load(bundle / "decoder.int8.onnx")
     users = [n.op_type for n in int8.graph.node if "embed_tokens.weight" in n.input]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from models.bundle import BundleError
-from models.translator import Translator, split_points
+from models.translator import Translator
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +41,6 @@ def test_overlong_sentence_is_split_not_truncated(int8):
     result = int8.translate_one(sentence)
     assert result.source_tokens == len(int8.codec.pieces(sentence)) > 512
     assert result.parts >= 2
-
-
-def test_split_points_prefer_punctuation_then_word_starts():
-    pieces = ["▁a", "b", ",", "▁c", "d", "▁e", "f", "g"]
-    assert split_points(pieces, 4) == [3, 7]
-    assert split_points(pieces, 5) == [3]
-    assert split_points(pieces, 100) == []
-    assert split_points(["x"] * 10, 4) == [4, 8]
 
 
 def test_same_output_whatever_the_thread_count_or_instance(tiny_bundle, int8):

@@ -11,6 +11,17 @@ from pathlib import Path
 #: card asks for ``>>cmn_Hans<<`` (Simplified Mandarin), id 5 in its vocabulary.
 TARGET_LANG_TOKEN = ">>cmn_Hans<<"
 
+#: The int8 decoder's quantization scheme: "row" (per-row symmetric activations, exact
+#: int32 products: a sentence's output does not depend on its batch neighbours, so the
+#: Translator may batch) or "tensor" (onnxruntime dynamic quantization, one activation
+#: scale per tensor across the batch). models/builder/quantize.py describes both.
+INT8_SCHEME = "row"
+
+#: Row scheme: weights are rounded to integers in [-W, W], one scale per output channel.
+#: Activations are uint8 per row, and 2·255·W must stay within int16 (32767) so that
+#: AVX2's saturating u8s8 kernel sums exactly: 64 is the most that fits (2·255·64 = 32640).
+ROW_WEIGHT_LEVELS = 64
+
 #: Validation fails if any fp32 logit differs from PyTorch's by more than this.
 FP32_MAX_DIFF = 1e-3
 

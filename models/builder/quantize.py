@@ -1,16 +1,22 @@
-"""int8 decoder: onnxruntime dynamic quantization, plus the tied embedding done once.
+"""int8 decoder: the row scheme (default) or onnxruntime dynamic quantization.
 
-`onnxruntime.quantization.quantize_dynamic` quantizes the decoder's MatMuls. It does
-not quantize the lm_head Gemm, and quantizing the embedding Gather alone would leave a
-second, fp32 copy of the tied matrix for the lm_head. With `quantize_embeddings` the
-tied matrix is instead stored once, as int8 with one scale per vocabulary row, laid out
-[d_model, vocab]: the lm_head reads it through MatMulInteger and the embedding lookup
-gathers its columns. Export-time only.
+Two schemes, `QuantizeOptions.scheme`:
+- "row" (`models.builder.quantize_rows`): per-row symmetric activations, per-channel
+  weights, exact int32 products; a sentence's output does not depend on what it is
+  batched with, which lets the Translator batch.
+- "tensor": `onnxruntime.quantization.quantize_dynamic`, one uint8 scale and zero point
+  per activation tensor (across the batch), as transqueue did before batching.
+
+Either way the tied embedding/lm_head matrix is stored once, as int8 with one scale per
+vocabulary row, laid out [d_model, vocab]: the lm_head reads it through MatMulInteger and
+the embedding lookup gathers its columns (for "tensor", `quantize_embeddings=False`
+keeps it fp32 instead). Export-time only.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -18,13 +24,29 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from models.builder import defaults
+from models.builder.quantize_rows import RowQuantizer, quantize_matmuls
+
 EMBEDDING = "embed_tokens.weight"
+EMBEDDING_INT8, EMBEDDING_SCALE = "embed_tokens.int8_t", "embed_tokens.row_scale"
+#: The int8 schemes `QuantizeOptions.scheme` accepts.
+SCHEMES = ("row", "tensor")
+
+#: Emits the lm_head: (hidden, the int8 [d_model, vocab] matrix, output) → nodes that
+#: compute hidden · dequantized matrix into output.
+LmHead = Callable[[str, np.ndarray, str], list[onnx.NodeProto]]
 
 
 @dataclass(frozen=True)
 class QuantizeOptions:
-    """How the int8 decoder is made; recorded in bundle.json."""
+    """How the int8 decoder is made; recorded in bundle.json.
 
+    `scheme` picks "row" or "tensor" (module docstring). `row_weight_levels` applies to
+    "row"; `per_channel`, `reduce_range`, `op_types` and `quantize_embeddings` to "tensor".
+    """
+
+    scheme: str = defaults.INT8_SCHEME
+    row_weight_levels: int = defaults.ROW_WEIGHT_LEVELS
     per_channel: bool = True
     reduce_range: bool = False
     op_types: tuple[str, ...] = ("MatMul",)
@@ -39,16 +61,36 @@ def _consumers(graph, name: str) -> list:
     return [node for node in graph.node if name in node.input]
 
 
-def quantize_tied_embedding(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replace the fp32 tied embedding and its Gather + Gemm users by one int8 matrix."""
+def dynamic_lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.NodeProto]:
+    """The "tensor" scheme's lm_head: one uint8 scale and zero point for the whole input."""
+    node = helper.make_node
+    return [
+        node("DynamicQuantizeLinear", [hidden], ["lm.h_q", "lm.h_scale", "lm.h_zp"]),
+        node("MatMulInteger", ["lm.h_q", EMBEDDING_INT8, "lm.h_zp"], ["lm.acc"]),
+        node("Cast", ["lm.acc"], ["lm.acc_f"], to=TensorProto.FLOAT),
+        node("Mul", ["lm.h_scale", EMBEDDING_SCALE], ["lm.scale"]),
+        node("Mul", ["lm.acc_f", "lm.scale"], [output]),
+    ]
+
+
+def quantize_tied_embedding(
+    model: onnx.ModelProto, lm_head: LmHead = dynamic_lm_head, levels: int = 127
+) -> onnx.ModelProto:
+    """Replace the fp32 tied embedding and its Gather + Gemm users by one int8 matrix.
+
+    The matrix gets one scale per vocabulary row and integers in [-levels, levels];
+    `lm_head` emits the product of the decoder output with it.
+    """
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
     if EMBEDDING not in weights:
         raise ValueError(f"decoder graph has no initializer {EMBEDDING}")
     matrix = numpy_helper.to_array(weights[EMBEDDING]).astype(np.float32)
-    scale = np.abs(matrix).max(axis=1) / 127.0
+    scale = np.abs(matrix).max(axis=1) / levels
     scale[scale == 0] = 1.0
-    quantized = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
+    quantized = np.ascontiguousarray(
+        np.clip(np.rint(matrix / scale[:, None]), -levels, levels).astype(np.int8).T
+    )
 
     users = _consumers(graph, EMBEDDING)
     gathers = [node for node in users if node.op_type == "Gather"]
@@ -62,26 +104,22 @@ def quantize_tied_embedding(model: onnx.ModelProto) -> onnx.ModelProto:
     graph.initializer.remove(weights[EMBEDDING])
     graph.initializer.extend(
         [
-            numpy_helper.from_array(np.ascontiguousarray(quantized.T), "embed_tokens.int8_t"),
-            numpy_helper.from_array(scale.astype(np.float32), "embed_tokens.row_scale"),
+            numpy_helper.from_array(quantized, EMBEDDING_INT8),
+            numpy_helper.from_array(scale.astype(np.float32), EMBEDDING_SCALE),
         ]
     )
     ids, lookup_out = gather.input[1], gather.output[0]
     hidden, bias, logits = gemm.input[0], gemm.input[2], gemm.output[0]
     nodes = [
         # embedding: gather columns of the [d_model, vocab] int8 matrix, rescale per row
-        helper.make_node("Gather", ["embed_tokens.int8_t", ids], ["emb.cols"], axis=1),
+        helper.make_node("Gather", [EMBEDDING_INT8, ids], ["emb.cols"], axis=1),
         helper.make_node("Transpose", ["emb.cols"], ["emb.rows_i8"], perm=[1, 0]),
         helper.make_node("Cast", ["emb.rows_i8"], ["emb.rows"], to=TensorProto.FLOAT),
-        helper.make_node("Gather", ["embed_tokens.row_scale", ids], ["emb.scale"], axis=0),
+        helper.make_node("Gather", [EMBEDDING_SCALE, ids], ["emb.scale"], axis=0),
         helper.make_node("Unsqueeze", ["emb.scale", "emb.axis"], ["emb.scale_col"]),
         helper.make_node("Mul", ["emb.rows", "emb.scale_col"], [lookup_out]),
-        # lm_head: u8 activations × s8 weights, then activation scale × row scale + bias
-        helper.make_node("DynamicQuantizeLinear", [hidden], ["lm.h_q", "lm.h_scale", "lm.h_zp"]),
-        helper.make_node("MatMulInteger", ["lm.h_q", "embed_tokens.int8_t", "lm.h_zp"], ["lm.acc"]),
-        helper.make_node("Cast", ["lm.acc"], ["lm.acc_f"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["lm.h_scale", "embed_tokens.row_scale"], ["lm.scale"]),
-        helper.make_node("Mul", ["lm.acc_f", "lm.scale"], ["lm.scaled"]),
+        # lm_head: u8 activations × s8 weights, scales applied after, then the bias
+        *lm_head(hidden, quantized, "lm.scaled"),
         helper.make_node("Add", ["lm.scaled", bias], [logits]),
     ]
     graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "emb.axis"))
@@ -117,11 +155,34 @@ def restore_tied_gemm(model: onnx.ModelProto, gemm_name: str) -> onnx.ModelProto
     return model
 
 
+def quantize_rows(model: onnx.ModelProto, weight_levels: int) -> onnx.ModelProto:
+    """The "row" scheme: the tied embedding and every constant-weight MatMul."""
+    quantizer = RowQuantizer(model.graph, weight_levels)
+
+    def lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.NodeProto]:
+        return quantizer.matmul(hidden, matrix, EMBEDDING_INT8, EMBEDDING_SCALE, output)
+
+    model = quantize_tied_embedding(model, lm_head, weight_levels)
+    return quantize_matmuls(model, quantizer)
+
+
 def quantize_decoder(source: Path, target: Path, options: QuantizeOptions) -> None:
     """Write the int8 version of the fp32 decoder graph `source` to `target`."""
+    if options.scheme not in SCHEMES:
+        raise ValueError(f"int8 scheme must be one of {SCHEMES}, not {options.scheme!r}")
+    model = onnx.load(source)
+    if options.scheme == "row":
+        model = quantize_rows(model, options.row_weight_levels)
+    else:
+        model = quantize_tensors(model, options)
+    onnx.checker.check_model(model)
+    onnx.save(model, target)
+
+
+def quantize_tensors(model: onnx.ModelProto, options: QuantizeOptions) -> onnx.ModelProto:
+    """The "tensor" scheme: onnxruntime dynamic quantization, embedding as options say."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = onnx.load(source)
     gemm = next(n.name for n in _consumers(model.graph, EMBEDDING) if n.op_type == "Gemm")
     if options.quantize_embeddings:
         model = quantize_tied_embedding(model)
@@ -140,5 +201,4 @@ def quantize_decoder(source: Path, target: Path, options: QuantizeOptions) -> No
         model = onnx.load(staged_out)
     if not options.quantize_embeddings:
         model = restore_tied_gemm(model, gemm)
-    onnx.checker.check_model(model)
-    onnx.save(model, target)
+    return model

@@ -1,0 +1,68 @@
+"""Which rows are decoded together: sentences split into parts, grouped by exact length.
+
+A row is one part of one sentence (a sentence longer than the model's positions is cut
+into parts, `split_points`). Rows of a batch share their exact source length, so no row
+is ever padded, and a batch holds at most `max_batch` rows. Because every op of the
+decoder (fp32, or int8 with the "row" scheme) computes each row from that row alone, a
+sentence's output is the same whichever batch it lands in; tests/test_batching.py checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: The punctuation after which an over-long sentence is preferably cut.
+CUT_AFTER = ".;:,!?)]"
+
+
+@dataclass(frozen=True)
+class Row:
+    """Part `part` of sentence `sentence` (its index in the window), as model ids."""
+
+    sentence: int
+    part: int
+    ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows of one exact source length, decoded together."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    def source_ids(self) -> np.ndarray:
+        """The [rows, length] int64 matrix of the rows' ids."""
+        return np.stack([row.ids for row in self.rows])
+
+
+def split_points(pieces: Sequence[str], limit: int) -> list[int]:
+    """Cut positions that split `pieces` into runs of at most `limit` pieces.
+
+    A cut goes after sentence or clause punctuation if there is one in the last half of
+    the run, else before a word start (a piece beginning with ▁), else anywhere.
+    """
+    cuts, start = [], 0
+    while len(pieces) - start > limit:
+        window = range(start + limit, start + limit // 2, -1)
+        cut = next((i for i in window if pieces[i - 1].rstrip()[-1:] in CUT_AFTER), None)
+        if cut is None:
+            cut = next((i for i in window if pieces[i].startswith("▁")), start + limit)
+        cuts.append(cut)
+        start = cut
+    return cuts
+
+
+def group(rows: Sequence[Row], max_batch: int) -> list[Batch]:
+    """Rows grouped by exact length into batches of at most `max_batch`, in first-seen order."""
+    buckets: dict[int, list[Batch]] = {}
+    order: list[Batch] = []
+    for row in rows:
+        batches = buckets.setdefault(len(row.ids), [])
+        if not batches or len(batches[-1].rows) == max_batch:
+            batches.append(Batch())
+            order.append(batches[-1])
+        batches[-1].rows.append(row)
+    return order

@@ -1,0 +1,123 @@
+"""Batching never changes a sentence's output: alone vs random batches of 1..64 rows.
+
+Checked for the int8 ("row" scheme) and fp32 decoders of the tiny random model and of
+the demo model (its committed int8 bundle, and an fp32 export of its checkpoint). A row
+is compared with the same sentence decoded alone: greedy ids and the length-cap flag, and
+the raw logits bit for bit under teacher forcing.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from conftest import tiny_pairs
+
+from models.batching import Row, group, split_points
+from models.bundle import default_bundle_dir
+from models.translator import BatchOptions, Translator
+
+DEMO_CHECKPOINT = default_bundle_dir().parent / "checkpoint"
+ROUNDS = 24
+
+
+@pytest.fixture(scope="module")
+def demo_fp32_bundle(tmp_path_factory):
+    from models.builder.export import ExportOptions, build_bundle
+    from models.builder.hub import resolve
+
+    if not (DEMO_CHECKPOINT / "model.safetensors").exists():
+        pytest.skip("demo checkpoint not present")
+    out = tmp_path_factory.mktemp("demo-fp32") / "bundle"
+    build_bundle(resolve(str(DEMO_CHECKPOINT)), out, ExportOptions(validate=False))
+    return out
+
+
+@pytest.fixture(
+    scope="module",
+    params=["tiny-int8", "tiny-fp32", "demo-int8", "demo-fp32"],
+)
+def translator(request, tiny_bundle):
+    model, precision = request.param.split("-")
+    if model == "tiny":
+        bundle = tiny_bundle
+    elif precision == "int8":
+        bundle = default_bundle_dir()
+    else:
+        bundle = request.getfixturevalue("demo_fp32_bundle")
+    return Translator(bundle, precision=precision, threads=1, warmup=False)
+
+
+def by_length(translator):
+    """English sentences of the tiny corpus as source ids, grouped by exact length."""
+    pools: dict[int, list[np.ndarray]] = {}
+    for english, _ in tiny_pairs():
+        ids = translator.codec.encode(english)
+        pools.setdefault(len(ids), []).append(ids)
+    return {length: rows for length, rows in pools.items() if len(rows) >= 4}
+
+
+def test_each_row_decodes_as_it_does_alone(translator, request):
+    assert translator.max_batch > 1  # both decoders of both bundles are batch-invariant
+    rng = random.Random(13)
+    pools = by_length(translator)
+    alone: dict[bytes, tuple[list[int], bool]] = {}
+    sizes = [1, 2, 3, 64, *(rng.randint(1, 64) for _ in range(ROUNDS - 4))]
+    for size in sizes:
+        length = rng.choice(sorted(pools))
+        rows = [rng.choice(pools[length]) for _ in range(size)]  # repeats welcome
+        for ids in rows:
+            if ids.tobytes() not in alone:
+                alone[ids.tobytes()] = translator.generate(ids)
+        batched = translator.generate_batch(np.stack(rows))
+        assert batched == [alone[ids.tobytes()] for ids in rows], f"batch of {size}, length {length}"
+    if request.node.callspec.params["translator"].startswith("demo"):
+        # the demo model ends sentences at different steps: rows leave batches mid-way
+        assert len({len(ids) for ids, capped in alone.values() if not capped}) > 3
+
+
+def test_raw_logits_are_bitwise_equal_in_any_batch(translator):
+    rng = random.Random(7)
+    pools = by_length(translator)
+    vocab = translator.config.vocab_size
+    for size in (2, 7, 64):
+        length = rng.choice(sorted(pools))
+        rows = [rng.choice(pools[length]) for _ in range(size)]
+        tokens = [[rng.randrange(vocab) for _ in range(6)] for _ in rows]
+        cache = translator.start(np.stack(rows))
+        steps = [cache.step(np.array(column, dtype=np.int64)) for column in zip(*tokens, strict=True)]
+        for number, (ids, fed) in enumerate(zip(rows, tokens, strict=True)):
+            alone = np.stack(list(translator.step_logits(ids, fed)))
+            together = np.stack([step[number] for step in steps])
+            assert alone.tobytes() == together.tobytes(), f"row {number} of {size}"
+
+
+def test_translate_gives_the_same_text_whatever_the_batching(translator):
+    rng = random.Random(3)
+    sentences = [english for english, _ in tiny_pairs()[:150]] + ["", "OK.", "OK."]
+    alone = [translator.translate_one(sentence).text for sentence in sentences]
+    for max_batch, read_ahead, threads in ((64, 256, 2), (5, 17, 1), (1, 3, 2), (64, 1000, 1)):
+        shuffled = rng.sample(range(len(sentences)), len(sentences))
+        batched = Translator(
+            translator.manifest.directory,
+            precision=translator.precision,
+            threads=threads,
+            batching=BatchOptions(max_batch=max_batch, read_ahead=read_ahead),
+            warmup=False,
+        )
+        texts = [result.text for result in batched.translate(sentences[i] for i in shuffled)]
+        assert texts == [alone[i] for i in shuffled], (max_batch, read_ahead, threads)
+
+
+def test_group_keeps_exact_lengths_and_first_seen_order():
+    rows = [Row(n, 0, np.zeros(length, np.int64)) for n, length in enumerate([3, 5, 3, 3, 5, 4])]
+    batches = group(rows, max_batch=2)
+    assert [[row.sentence for row in batch.rows] for batch in batches] == [[0, 2], [1, 4], [3], [5]]
+    assert all(len({len(row.ids) for row in batch.rows}) == 1 for batch in batches)
+
+
+def test_split_points_prefer_punctuation_then_word_starts():
+    pieces = ["▁a", "b", ",", "▁c", "d", "▁e", "f", "g"]
+    assert split_points(pieces, 4) == [3, 7]
+    assert split_points(pieces, 5) == [3]
+    assert split_points(pieces, 100) == []
+    assert split_points(["x"] * 10, 4) == [4, 8]

@@ -1,0 +1,64 @@
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from models.builder.quantize_rows import RowQuantizer, max_exact_weight_level, quantize_matmuls
+
+
+def row_quantized_matmul(weight: np.ndarray, levels: int) -> ort.InferenceSession:
+    rows, columns = weight.shape
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, columns])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = quantize_matmuls(model, RowQuantizer(model.graph, levels))
+    onnx.checker.check_model(model)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
+    """The row scheme in numpy, integer part in int64 (exact)."""
+    w_scale = (np.abs(weight).max(axis=0) / levels).astype(np.float32)
+    w_q = np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int64)
+    low = np.minimum(x.min(axis=-1, keepdims=True), 0)
+    high = np.maximum(x.max(axis=-1, keepdims=True), 0)
+    scale = (high - low) / np.float32(255)
+    zero = np.rint(-(low / scale))
+    q = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64)
+    exact = (q @ w_q - zero.astype(np.int64) * w_q.sum(axis=0)).astype(np.float32)
+    return exact * (scale * w_scale)
+
+
+def test_integer_products_are_exact_even_where_int16_pairs_would_saturate():
+    rng = np.random.default_rng(0)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((256, 96)).astype(np.float32)
+    weight[:, 0] = 1.0  # every weight of column 0 at +levels
+    x = rng.standard_normal((40, 1, 256)).astype(np.float32)
+    x[0] = 1.0  # a row of 255s: 2 · 255 · levels is the largest int16 pair sum
+    x[1, 0, ::2], x[1, 0, 1::2] = 5.0, -1.0
+    got = row_quantized_matmul(weight, levels).run(None, {"x": x})[0]
+    assert np.array_equal(got, reference(x, weight, levels))
+
+
+def test_rows_do_not_depend_on_their_neighbours():
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((128, 64)).astype(np.float32)
+    session = row_quantized_matmul(weight, max_exact_weight_level())
+    x = (rng.standard_normal((64, 1, 128)) * rng.uniform(0.01, 100, (64, 1, 1))).astype(np.float32)
+    together = session.run(None, {"x": x})[0]
+    for row in range(64):
+        assert session.run(None, {"x": x[row : row + 1]})[0].tobytes() == together[row : row + 1].tobytes()
+
+
+def test_weight_levels_beyond_exact_int16_sums_are_refused():
+    graph = helper.make_graph([], "g", [], [])
+    assert max_exact_weight_level() == 64
+    with pytest.raises(ValueError, match="exact u8s8"):
+        RowQuantizer(graph, 65)
