@@ -211,11 +211,7 @@ class Translator:
         self.max_batch = batching.max_batch if self.manifest.batch_invariant(precision) else 1
         encoder_path = self.manifest.graph("encoder")
         decoder_path = self.manifest.graph("decoder", precision)
-        used = [
-            encoder_path.name,
-            decoder_path.name,
-            *(self.manifest.tokenizer_file(role).name for role in ("source", "target", "vocab")),
-        ]
+        used = self.manifest.files_for(precision)
         if verify:
             verify_files(self.manifest, used)
         config = self.manifest.config
