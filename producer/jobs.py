@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from producer.chunking import chunk_sentences, source_lengths
 from producer.documents import (
     Document,
     DocumentError,
@@ -128,10 +129,15 @@ def submit(
     model key; default: the model of the store's settings); returns its id."""
     plan = plan_job(parsed, options)
     job_id = new_job_id()
-    model = model or model_key(store.settings)
+    own_model = model_key(store.settings)
+    model = model or own_model
     queue = model_queue(store.settings, model)
-    pairs, size = list(enumerate(plan.sentences)), store.settings.chunk_size
-    chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+    lengths = (
+        source_lengths(store.settings, plan.sentences)
+        if model == own_model
+        else [len(sentence) for sentence in plan.sentences]  # no tokenizer of that model here
+    )
+    chunks = chunk_sentences(plan.sentences, lengths, store.settings.chunk_size)
     store.create(
         NewJob(
             job_id=job_id,
