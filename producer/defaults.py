@@ -37,6 +37,12 @@ PYSBD_BRACKET_RUN_LIMIT = 16
 #: chunks, against 1.9 in input order.
 CHUNK_SORT_WINDOW = 256
 
+#: The deepest nesting of arrays and objects accepted in a JSONL record. Deeper records fail
+#: with file:line:column before Python's json parser (recursive, about 1000 levels at most
+#: depending on the caller's stack) would raise RecursionError; 256 leaves it room even in
+#: the pure-Python parser, which takes two frames per level. Real records nest a few levels.
+JSON_MAX_DEPTH = 256
+
 #: Infix put before the suffix of an output file: ``report.md`` -> ``report.zh.md``.
 OUTPUT_INFIX = ".zh"
 

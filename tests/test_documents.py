@@ -309,6 +309,15 @@ def test_jsonl_translates_fields_and_keeps_the_rest_byte_for_byte():
     [
         ('{"text": "ok"}\n{"text": oops}\n', "doc.jsonl:2:10: invalid JSON"),
         ('{"text": "ok"}\n\n{"id": 1, "text": 5}\n', "doc.jsonl:3:19: field 'text' holds int"),
+        ('{"id": 1, "x": ' + "[" * 100_000, r"doc.jsonl:1:271: invalid JSON: nested deeper than 256 arrays"),
+        (
+            '{"a": "[[[[", "x": ' + "{" * 300 + "}" * 300 + "}",
+            r"doc.jsonl:1:275: invalid JSON: nested deeper",
+        ),
+        (
+            '\n{"text": "Hi \\ud800 there."}',
+            r"doc.jsonl:2:10: field 'text' holds a lone surrogate \(\\ud800\)",
+        ),
     ],
 )
 def test_jsonl_errors_name_file_line_and_column(content, message):
