@@ -17,6 +17,7 @@ from pathlib import Path
 from models.protocol import SentenceTranslator
 from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
 from producer.files import FileTask, write_atomic
+from producer.inputs import failure
 
 Progress = Callable[[int], None]
 
@@ -94,10 +95,8 @@ def read_tasks(
             continue
         try:
             documents.append((task, read_document(task.source, options.read)))
-        except DocumentError as error:
-            report.errors.append(str(error))
-        except OSError as error:
-            report.errors.append(f"{task.source}: {error.strerror or error}")
+        except (DocumentError, OSError) as error:
+            report.errors.append(failure(task.source, error))
     return documents
 
 

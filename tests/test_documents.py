@@ -351,6 +351,9 @@ def test_invalid_utf8_names_the_line(tmp_path):
     path.write_bytes(b"fine\nbad \xff here\n")
     with pytest.raises(DocumentError, match=r"bad\.txt:2: not valid UTF-8"):
         read_document(path)
+    path.write_bytes(b"fine\n" * 10_000 + b"bad \xff here\n")  # past the first read buffer
+    with pytest.raises(DocumentError, match=r"bad\.txt:10001: not valid UTF-8"):
+        read_document(path)
 
 
 def test_output_path():
