@@ -13,6 +13,7 @@ from tqdm import tqdm
 from cli.common import cli_store, duration, job_info, model_key_of
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
+from producer.inputs import stdin_lines
 from producer.jobs import (
     JobGone,
     check_targets,
@@ -67,7 +68,8 @@ def submit_command(
         if "-" in paths:
             if len(paths) > 1 or out is not None:
                 raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
-            units = stream_units(iter(sys.stdin.buffer.readline, b""), reflow=reflow)
+            limit = options.limits.line_bytes
+            units = stream_units(stdin_lines(sys.stdin.buffer, limit), reflow, limit)
             sources, origin, out_dir = stdin_sources(units, fields), STDIN_ORIGIN, ""
         else:
             if out is None:

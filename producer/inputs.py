@@ -1,4 +1,4 @@
-"""Reading inputs: the one way every path reads an input file.
+"""Reading inputs: the one way every path reads an input file, and stdin's line limit.
 
 `read_input` is used by `transqueue translate` (``producer.documents.read_document``),
 `transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
@@ -17,8 +17,11 @@ import errno
 import io
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 from producer import defaults
 from producer.layout import DocumentError
@@ -72,9 +75,15 @@ def decode_input(data: bytes, where: str | Path) -> str:
         raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
 
 
-def line_too_long(where: str, line: int, limit: int) -> DocumentError:
-    """The error for a line longer than ``limit`` bytes."""
-    return DocumentError(f"{where}:{line}: line longer than {limit:,} bytes (TRANSQUEUE_MAX_LINE_BYTES)")
+def stdin_lines(stream: BinaryIO, max_line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of ``stream`` (for ``producer.pipeline.stream_units``), none read longer than
+    one byte over ``max_line_bytes``: a longer line comes in pieces, the first over the limit."""
+    return iter(partial(stream.readline, max_line_bytes + 1), b"")
+
+
+def line_too_long(where: str, line: int, limit: int, unit: str = "line") -> DocumentError:
+    """The error for a line (or another stdin ``unit``) longer than ``limit`` bytes."""
+    return DocumentError(f"{where}:{line}: {unit} longer than {limit:,} bytes (TRANSQUEUE_MAX_LINE_BYTES)")
 
 
 def failure(path: Path, error: DocumentError | OSError) -> str:

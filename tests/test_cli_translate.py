@@ -219,3 +219,16 @@ def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny
     )
     assert direct.returncode == 1
     assert f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read" in direct.stderr
+
+    streamed = subprocess.run(
+        [TRANSQUEUE, "translate", "-", *model],
+        input=b"Hello.\n" + b"x" * 5_000_000 + b"\nNever reached.\n",
+        capture_output=True,
+        timeout=300,
+        env=env,
+    )
+    assert streamed.returncode == 1
+    assert streamed.stdout.decode().count("\n") == 1  # the first line's translation
+    assert (
+        "Error: <stdin>:2: line longer than 100 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr.decode()
+    )

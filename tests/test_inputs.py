@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import threading
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from producer import defaults
-from producer.inputs import Limits, decode_input, failure, read_input
+from producer.inputs import Limits, decode_input, failure, read_input, stdin_lines
 from producer.layout import DocumentError
 
 
@@ -154,3 +155,10 @@ def test_decode_names_the_line_of_invalid_utf8_anywhere_in_a_big_file():
     with pytest.raises(DocumentError, match=r"^big\.txt:5001: not valid UTF-8 \(invalid start byte\)$"):
         decode_input(data, "big.txt")
     assert decode_input(b"caf\xc3\xa9\r\n", "x") == "café\r\n"
+
+
+def test_stdin_lines_never_read_more_than_one_byte_over_the_limit():
+    stream = io.BytesIO(b"ok line\n" + b"z" * 1_000_000 + b"\nafter\n")
+    lines = stdin_lines(stream, 16)
+    assert next(lines) == b"ok line\n"
+    assert next(lines) == b"z" * 17 and stream.tell() == 8 + 17

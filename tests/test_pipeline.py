@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -12,7 +13,7 @@ import pytest
 
 from producer.documents import DocumentError, ReadOptions, read_document
 from producer.files import FileTask, plan_files, write_atomic
-from producer.inputs import Limits
+from producer.inputs import Limits, stdin_lines
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -230,3 +231,24 @@ def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, 
     ]
     written = sorted(p.relative_to(out).as_posix() for p in report.written)
     assert written == ["a.txt", "sub/b.md", "sub/c.jsonl"]
+
+
+def test_stdin_line_limit():
+    assert list(stream_units([b"12345678\n", b"1234567\r\n", b"12345678"], max_line_bytes=8)) == [
+        (1, "12345678\n"),
+        (2, "1234567\r\n"),
+        (3, "12345678"),
+    ]
+    stream = io.BytesIO(b"Fine.\n" + b"x" * 5_000_000 + b"\nNever read.\n")
+    units = stream_units(stdin_lines(stream, 8), max_line_bytes=8)
+    assert next(units) == (1, "Fine.\n")
+    with pytest.raises(
+        DocumentError, match=r"^<stdin>:2: line longer than 8 bytes \(TRANSQUEUE_MAX_LINE_BYTES\)$"
+    ):
+        next(units)
+    assert stream.tell() == 6 + 9  # the long line was not read whole
+    paragraph = [b"Four.\n", b"Five.\n", b"\n", b"One.\n", b"Two.\n", b"More.\n"]
+    units = stream_units(paragraph, reflow=True, max_line_bytes=15)
+    assert next(units) == (1, "Four.\nFive.\n\n")
+    with pytest.raises(DocumentError, match=r"^<stdin>:4: paragraph longer than 15 bytes"):
+        next(units)
