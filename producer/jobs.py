@@ -29,7 +29,7 @@ from producer.documents import (
     parse_text,
 )
 from producer.files import FileTask, contained
-from producer.inputs import decode_input, read_input
+from producer.inputs import decode_input, failure, read_input
 from producer.stored_layout import dump_document, load_document
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
 from store.keys import new_job_id
@@ -62,10 +62,22 @@ def file_source(task: FileTask, out: Path, data: bytes) -> Source:
     return Source(name, format_of(Path(name)), decode_input(data, name), str(task.target.relative_to(out)))
 
 
-def file_sources(tasks: Iterable[FileTask], out: Path) -> list[Source]:
-    """Read the files of `tasks` (from `producer.files.plan_files(..., out)`) as Sources
-    (`producer.inputs.read_input`)."""
-    return [file_source(task, out, read_input(task.source)) for task in tasks]
+def file_sources(
+    tasks: Iterable[FileTask], out: Path, options: ReadOptions, errors: list[str]
+) -> list[tuple[Source, Document]]:
+    """Read (`producer.inputs.read_input`) and parse the files of `tasks` (from
+    `producer.files.plan_files(..., out)`), as `transqueue translate` does: a file that
+    cannot be read or parsed is left out and reported in `errors` (file:line: reason)."""
+    parsed = []
+    for task in tasks:
+        name = Path(os.path.abspath(task.source))  # as the job names it, in every error too
+        try:
+            format_of(name)  # an unknown suffix is refused before the file is read
+            source = file_source(task, out, read_input(name, options.limits))
+            parsed.append((source, parse_source(source, options)))
+        except (DocumentError, OSError) as error:
+            errors.append(failure(name, error))
+    return parsed
 
 
 def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> list[Source]:
