@@ -55,6 +55,10 @@ MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20))
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20
 
+#: Characters of an output text encoded and written at a time (``producer.files.write_atomic``),
+#: so that the UTF-8 bytes of a big document are never held all at once next to its text.
+WRITE_CHUNK_CHARS = 1 << 20
+
 #: The deepest nesting of arrays and objects accepted in a JSONL record. Deeper records fail
 #: with file:line:column before Python's json parser (recursive, about 1000 levels at most
 #: depending on the caller's stack) would raise RecursionError; 256 leaves it room even in

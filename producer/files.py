@@ -90,12 +90,15 @@ def write_atomic(path: Path, text: str) -> None:
 
     The text goes to a temporary file in the same directory, is flushed to disk, then
     renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
+    It is encoded a piece at a time, so a big text never exists twice in memory.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    piece = defaults.WRITE_CHUNK_CHARS
     try:
         with open(temporary, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            for start in range(0, len(text), piece):
+                handle.write(text[start : start + piece].encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

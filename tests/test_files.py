@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from producer.documents import DocumentError
-from producer.files import FileTask, plan_files
+from producer.files import FileTask, plan_files, write_atomic
 
 
 @pytest.fixture
@@ -45,3 +45,9 @@ def test_a_link_loop_as_output_is_no_crash(odd_tree: Path):
     with pytest.raises(DocumentError, match="refusing to overwrite input"):
         plan_files([odd_tree / "good.txt"], odd_tree / "good.txt")
     assert plan_files([odd_tree / "good.txt"], odd_tree / "loop1.md")[0].target == odd_tree / "loop1.md"
+
+
+def test_write_atomic_writes_big_texts_in_pieces(tmp_path: Path):
+    text = "中文 and English.\r\n" * 200_000  # 3.4 M characters: four write pieces
+    write_atomic(tmp_path / "out.txt", text)
+    assert (tmp_path / "out.txt").read_bytes() == text.encode("utf-8")
