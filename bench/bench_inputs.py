@@ -1,7 +1,7 @@
 """Peak memory and time of `transqueue translate` and `transqueue submit` on big inputs.
 
-    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line]
-                                 [--code DIR] [--timeout 1800] [--record bench/inputs_results.md]
+    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line] [--code DIR --label NAME]
+                                 [--timeout 1800] [--record bench/inputs_results.md]
 
 Inputs, --size-mb each, written once under --work:
 - ordinary.txt: lines of one to three generated English sentences (about 130 bytes a line);
@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--inputs", default="ordinary,one-line")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench-inputs")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code is measured")
+    parser.add_argument("--label", default="this checkout", help="what --code is, for the record")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--record", type=Path)
     args = parser.parse_args()
@@ -165,7 +166,7 @@ def main() -> None:
                 print(rows[-1], flush=True)
     finally:
         server.kill()
-    title = f"{args.size_mb} MB inputs, code of {args.code.resolve()}"
+    title = f"{args.size_mb} MB inputs, code of {args.label}"
     publish("\n".join(rows), args.record, title)
 
 
