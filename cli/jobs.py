@@ -13,6 +13,7 @@ from tqdm import tqdm
 from cli.common import cli_store, duration, job_info, model_key_of
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
+from producer.inputs import stdin_lines
 from producer.jobs import (
     JobGone,
     check_targets,
@@ -53,37 +54,61 @@ NO_MODEL = (
     help="The model the job asks for: a bundle directory, or a model key (12 hex digits, as "
     "`transqueue status` shows). Default: TRANSQUEUE_BUNDLE at TRANSQUEUE_PRECISION, as the workers.",
 )
+@click.option(
+    "--strict", is_flag=True, help="Submit nothing if any file cannot be read (default: submit the others)."
+)
 def submit_command(
-    paths: tuple[str, ...], out: Path | None, fields: tuple[str, ...], reflow: bool, model: str | None
+    paths: tuple[str, ...],
+    out: Path | None,
+    fields: tuple[str, ...],
+    reflow: bool,
+    model: str | None,
+    strict: bool,
 ) -> None:
     """Queue PATH... (files, directories, or '-' for stdin) for the workers; print the job id.
 
     Inputs are read as `transqueue translate` reads them (stdin: one unit per line, a JSONL
     record when --field is given). Equal sentences are sent once, and sentences translated
-    before (by any job with the same model) come from the translation memory.
+    before (by any job with the same model) come from the translation memory. A file that
+    cannot be read or parsed is reported and the others are submitted (exit status 1);
+    with --strict, nothing is submitted then.
     """
     options = ReadOptions(fields=fields, reflow=reflow)
+    errors: list[str] = []
     try:
         if "-" in paths:
             if len(paths) > 1 or out is not None:
                 raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
-            units = stream_units(iter(sys.stdin.buffer.readline, b""), reflow=reflow)
-            sources, origin, out_dir = stdin_sources(units, fields), STDIN_ORIGIN, ""
+            limit = options.limits.line_bytes
+            units = stream_units(stdin_lines(sys.stdin.buffer, limit), reflow, limit)
+            parsed = [(s, parse_source(s, options)) for s in stdin_sources(units, fields)]
+            origin, out_dir = STDIN_ORIGIN, ""
         else:
             if out is None:
                 raise click.UsageError("--out DIR is required when submitting files")
             out = out.resolve()
             out.mkdir(parents=True, exist_ok=True)
-            sources = file_sources(plan_files([Path(p) for p in paths], out), out)
+            parsed = file_sources(plan_files([Path(p) for p in paths], out), out, options, errors)
             origin, out_dir = "files", str(out)
-        parsed = [(s, parse_source(s, options)) for s in sources]
     except OSError as exc:
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     except DocumentError as exc:
         raise click.ClickException(str(exc)) from None
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    if errors and (strict or not parsed):
+        raise click.ClickException(
+            f"nothing submitted: {len(errors)} of {len(errors) + len(parsed)} files failed"
+            + (" (--strict)" if strict else "")
+        )
     store = cli_store()
     key = model_key_of(model, store.settings)
     click.echo(submit(store, parsed, options, out=out_dir, origin=origin, model=key))
+    if errors:
+        click.echo(
+            f"submitted {len(parsed)} of {len(errors) + len(parsed)} files; {len(errors)} failed", err=True
+        )
+        sys.exit(1)
 
 
 @click.command("status")

@@ -12,6 +12,7 @@ from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
 from producer.files import plan_files
+from producer.inputs import stdin_lines
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -112,7 +113,8 @@ def translate_command(
 
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:
     fmt = "jsonl" if read.fields else "txt"
-    units = stream_units(iter(sys.stdin.buffer.readline, b""), reflow=read.reflow)
+    limit = read.limits.line_bytes
+    units = stream_units(stdin_lines(sys.stdin.buffer, limit), read.reflow, limit)
     try:
         for text in translate_stream(units, fmt, translator, read):
             sys.stdout.buffer.write(text.encode("utf-8"))

@@ -37,6 +37,34 @@ PYSBD_BRACKET_RUN_LIMIT = 16
 #: chunks, against 1.9 in input order.
 CHUNK_SORT_WINDOW = 256
 
+#: TRANSQUEUE_MAX_LINE_BYTES: the longest line of an input file, and the longest stdin unit (a
+#: line, or with --reflow a paragraph), in bytes without its line break (1 MiB). Reading stops
+#: at the first line over it, which fails its file naming file:line. Real documents have
+#: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
+MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
+
+#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB). A file over it fails,
+#: naming its size, before a byte is read. A document is read and parsed whole: translate
+#: peaks near 10 and submit near 14 bytes of memory per byte of ordinary text, more for very
+#: short lines (bench/inputs_results.md), and a submitted document's stored layout (about 2.5
+#: times its text) must fit in one Redis value (512 MB by default). Split bigger corpora into
+#: several files.
+MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
+
+#: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
+#: arrives, so a file made of one endless line is refused after about this much more.
+READ_CHUNK_BYTES = 1 << 20
+
+#: Characters of an output text encoded and written at a time (``producer.files.write_atomic``),
+#: so that the UTF-8 bytes of a big document are never held all at once next to its text.
+WRITE_CHUNK_CHARS = 1 << 20
+
+#: The deepest nesting of arrays and objects accepted in a JSONL record. Deeper records fail
+#: with file:line:column before Python's json parser (recursive, about 1000 levels at most
+#: depending on the caller's stack) would raise RecursionError; 256 leaves it room even in
+#: the pure-Python parser, which takes two frames per level. Real records nest a few levels.
+JSON_MAX_DEPTH = 256
+
 #: Infix put before the suffix of an output file: ``report.md`` -> ``report.zh.md``.
 OUTPUT_INFIX = ".zh"
 

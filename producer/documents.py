@@ -12,6 +12,7 @@ from pathlib import Path
 
 from producer import defaults
 from producer.formats import jsonl, markdown, text
+from producer.inputs import Limits, decode_input, read_input
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
 
 __all__ = [
@@ -34,10 +35,12 @@ class ReadOptions:
     ``fields``: the JSONL fields to translate (top-level keys or dotted paths).
     ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
     paragraphs rather than one unit per line.
+    ``limits``: the longest line and the largest file read (``producer.inputs``).
     """
 
     fields: tuple[str, ...] = ()
     reflow: bool = False
+    limits: Limits = Limits()
 
 
 @dataclass
@@ -73,16 +76,11 @@ def format_of(path: Path) -> str:
 
 
 def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
-    """Read and parse ``path`` (UTF-8, line endings kept), choosing the format by suffix."""
+    """Read (`producer.inputs.read_input`) and parse ``path`` (UTF-8, line endings kept),
+    choosing the format by suffix."""
     path = Path(path)
     fmt = format_of(path)
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            content = handle.read()
-    except UnicodeDecodeError as error:
-        line = error.object[: error.start].count(b"\n") + 1
-        raise DocumentError(f"{path}:{line}: not valid UTF-8 ({error.reason})") from None
-    return parse_text(content, fmt, options, path)
+    return parse_text(decode_input(read_input(path, options.limits), path), fmt, options, path)
 
 
 def parse_text(

@@ -27,18 +27,21 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
     - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
       (``*.zh.EXT``) and anything inside the output tree are left alone.
+    - Whatever is not a directory is planned as a file, even a FIFO, a device, a symbolic
+      link loop or a dangling link: reading it (`producer.inputs.read_input`) fails for
+      that file alone, naming it and what it is, and nothing here opens or follows it.
 
     Raises DocumentError for a missing input, a target that is one of the inputs, or two
     inputs that would be written to the same target.
     """
     tasks: list[FileTask] = []
-    single_file = len(inputs) == 1 and Path(inputs[0]).is_file()
+    single_file = len(inputs) == 1 and not Path(inputs[0]).is_dir()
     for given in map(Path, inputs):
         if given.is_dir():
             absolute = Path(os.path.abspath(given))  # names "." and ".." too
             root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
             tasks.extend(FileTask(path, root / path.relative_to(given)) for path in _walk(given, root))
-        elif given.is_file():
+        elif os.path.lexists(given):
             if out is None:
                 target = output_path(given)
             elif single_file and not out.is_dir():
@@ -48,10 +51,10 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
             tasks.append(FileTask(given, target))
         else:
             raise DocumentError(f"{given}: no such file or directory")
-    sources = {task.source.resolve() for task in tasks}
+    sources = {_real(task.source) for task in tasks}
     writers: dict[Path, Path] = {}
     for task in tasks:
-        target = task.target.resolve()
+        target = _real(task.target)
         if target in sources:
             raise DocumentError(f"{task.source}: refusing to overwrite input {task.target}")
         if target in writers:
@@ -60,12 +63,18 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
     return tasks
 
 
+def _real(path: Path) -> Path:
+    """``path`` with every symbolic link resolved as far as it goes (a loop or a dangling
+    link stays as it is, where ``Path.resolve`` would raise on a loop)."""
+    return Path(os.path.realpath(path))
+
+
 def _walk(root: Path, out: Path) -> Iterator[Path]:
-    out = out.resolve()
+    out = _real(out)
     for directory, subdirectories, names in os.walk(root):
         subdirectories.sort()
         base = Path(directory)
-        subdirectories[:] = [d for d in subdirectories if (base / d).resolve() != out]
+        subdirectories[:] = [d for d in subdirectories if _real(base / d) != out]
         for name in sorted(names):
             path = base / name
             if path.suffix.lower() in defaults.FORMAT_BY_SUFFIX and not _is_translation(path):
@@ -81,12 +90,15 @@ def write_atomic(path: Path, text: str) -> None:
 
     The text goes to a temporary file in the same directory, is flushed to disk, then
     renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
+    It is encoded a piece at a time, so a big text never exists twice in memory.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    piece = defaults.WRITE_CHUNK_CHARS
     try:
         with open(temporary, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            for start in range(0, len(text), piece):
+                handle.write(text[start : start + piece].encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

@@ -38,6 +38,7 @@ from redis.exceptions import LockError
 
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
+from producer.inputs import read_input
 from producer.jobs import check_targets, file_source, iter_documents, parse_source, submit
 from producer.schedule import InboxEntry
 from store.jobstore import CANCELLED, PARTIAL, JobStore
@@ -142,9 +143,12 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     parsed, files, invalid, skipped = [], {}, {}, {}
     for name, task in named.items():
         try:
-            data = task.source.read_bytes()
+            data = read_input(task.source, options.limits)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
+            continue
+        except DocumentError as exc:  # not a regular file, or over a limit
+            skipped[name] = str(exc)
             continue
         digest = hashlib.sha256(data).hexdigest()
         if seen.get(name) == digest or (name, digest) in pending:

@@ -29,6 +29,7 @@ from producer.documents import (
     parse_text,
 )
 from producer.files import FileTask, contained
+from producer.inputs import decode_input, failure, read_input
 from producer.stored_layout import dump_document, load_document
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
 from store.keys import new_job_id
@@ -57,18 +58,26 @@ def file_source(task: FileTask, out: Path, data: bytes) -> Source:
     """The Source of a file task's bytes (UTF-8, line endings kept), named by its absolute
     path (fetch refuses to overwrite it, from whichever directory it runs), its target
     relative to `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
-    fmt = format_of(task.source)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise DocumentError(f"{task.source}:{line}: not valid UTF-8 ({error.reason})") from None
-    return Source(os.path.abspath(task.source), fmt, text, str(task.target.relative_to(out)))
+    name = os.path.abspath(task.source)
+    return Source(name, format_of(Path(name)), decode_input(data, name), str(task.target.relative_to(out)))
 
 
-def file_sources(tasks: Iterable[FileTask], out: Path) -> list[Source]:
-    """Read the files of `tasks` (from `producer.files.plan_files(..., out)`) as Sources."""
-    return [file_source(task, out, task.source.read_bytes()) for task in tasks]
+def file_sources(
+    tasks: Iterable[FileTask], out: Path, options: ReadOptions, errors: list[str]
+) -> list[tuple[Source, Document]]:
+    """Read (`producer.inputs.read_input`) and parse the files of `tasks` (from
+    `producer.files.plan_files(..., out)`), as `transqueue translate` does: a file that
+    cannot be read or parsed is left out and reported in `errors` (file:line: reason)."""
+    parsed = []
+    for task in tasks:
+        name = Path(os.path.abspath(task.source))  # as the job names it, in every error too
+        try:
+            format_of(name)  # an unknown suffix is refused before the file is read
+            source = file_source(task, out, read_input(name, options.limits))
+            parsed.append((source, parse_source(source, options)))
+        except (DocumentError, OSError) as error:
+            errors.append(failure(name, error))
+    return parsed
 
 
 def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> list[Source]:

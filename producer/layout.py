@@ -33,7 +33,7 @@ class DocumentError(ValueError):
     """A document that cannot be read; the message names the file and position."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     """One sentence to translate, with its character offsets in the original document text."""
 
@@ -43,7 +43,7 @@ class Segment:
     end: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Slot:
     """The place of segment ``index`` in the output; ``source`` is its original text."""
 
@@ -51,14 +51,14 @@ class Slot:
     source: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gap:
     """Whitespace (and line-continuation markup) between two sentences of one paragraph."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Encoded:
     """A JSON string value: render ``parts``; if unchanged, emit ``raw``, else re-encode."""
 
@@ -120,7 +120,8 @@ class LayoutBuilder:
                 self._append(between)
             index = len(self.segments)
             self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
-            self.parts.append(Slot(index, self.source[source_start:source_end]))
+            source = self.source[source_start:source_end]
+            self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
             self.cursor = source_end
             previous_was_sentence = True
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models.protocol import SentenceTranslator
+from producer import defaults
 from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
 from producer.files import FileTask, write_atomic
+from producer.inputs import failure, line_too_long
 
 Progress = Callable[[int], None]
 
@@ -94,10 +96,8 @@ def read_tasks(
             continue
         try:
             documents.append((task, read_document(task.source, options.read)))
-        except DocumentError as error:
-            report.errors.append(str(error))
-        except OSError as error:
-            report.errors.append(f"{task.source}: {error.strerror or error}")
+        except (DocumentError, OSError) as error:
+            report.errors.append(failure(task.source, error))
     return documents
 
 
@@ -123,14 +123,21 @@ def translate_files(
     return report
 
 
-def stream_units(lines: Iterable[bytes], reflow: bool = False) -> Iterator[tuple[int, str]]:
+def stream_units(
+    lines: Iterable[bytes], reflow: bool = False, max_line_bytes: int = defaults.MAX_LINE_BYTES
+) -> Iterator[tuple[int, str]]:
     """Stdin lines as units: each line, or (``reflow``) each block with the blank line after.
 
-    Yields ``(number of the unit's first line, text)``; line endings are kept. Invalid UTF-8
-    is a DocumentError naming ``<stdin>:LINE``.
+    Yields ``(number of the unit's first line, text)``; line endings are kept. Invalid UTF-8,
+    a line longer than ``max_line_bytes`` (without its line break) and a block longer than
+    that are DocumentErrors naming ``<stdin>:LINE``. Read the lines with
+    ``producer.inputs.stdin_lines`` so that a long line is never read whole.
     """
     block: list[str] = []
+    block_bytes = 0
     for number, raw in enumerate(lines, start=1):
+        if len(raw) - raw.endswith(b"\n") > max_line_bytes:
+            raise line_too_long("<stdin>", number, max_line_bytes)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -139,9 +146,12 @@ def stream_units(lines: Iterable[bytes], reflow: bool = False) -> Iterator[tuple
             yield number, line
         elif line.strip():
             block.append(line)
+            block_bytes += len(raw)
+            if block_bytes > max_line_bytes:
+                raise line_too_long("<stdin>", number + 1 - len(block), max_line_bytes, "paragraph")
         else:
             yield number - len(block), "".join(block) + line
-            block = []
+            block, block_bytes = [], 0
     if block:
         yield number + 1 - len(block), "".join(block)
 

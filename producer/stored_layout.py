@@ -14,8 +14,10 @@ JSON string value (its decoded value is ``json.loads(raw)``).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from producer.documents import Document, DocumentError
@@ -23,28 +25,43 @@ from producer.layout import Encoded, Gap, Part, Segment, Slot
 
 
 def dump_document(document: Document) -> str:
-    """JSON of a document's segments and layout (see the module docstring)."""
-    segments = [[s.start, s.end, s.text] for s in document.segments]
-    return json.dumps(
-        {"segments": segments, "parts": _dump_parts(document.parts, document.segments)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    """JSON of a document's segments and layout (see the module docstring).
+
+    Written piece by piece into one buffer, so that a big document is never held as lists and
+    dicts of its parts as well: for a text of short lines those took several times the size
+    of the JSON itself (bench/inputs_results.md).
+    """
+    out = io.StringIO()
+    out.write('{"segments":[')
+    for i, segment in enumerate(document.segments):
+        out.write(f"{',' if i else ''}[{segment.start},{segment.end},{encode_basestring(segment.text)}]")
+    out.write('],"parts":')
+    _dump_parts(document.parts, document.segments, out)
+    out.write("}")
+    return out.getvalue()
 
 
-def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment]) -> list[Any]:
-    out: list[Any] = []
-    for part in parts:
+def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment], out: io.StringIO) -> None:
+    out.write("[")
+    for i, part in enumerate(parts):
+        if i:
+            out.write(",")
         if isinstance(part, str):
-            out.append(part)
+            out.write(encode_basestring(part))
         elif isinstance(part, Slot):
-            same = part.source == segments[part.index].text
-            out.append({"slot": part.index} if same else {"slot": part.index, "source": part.source})
+            source = (
+                ""
+                if part.source == segments[part.index].text
+                else f',"source":{encode_basestring(part.source)}'
+            )
+            out.write(f'{{"slot":{part.index}{source}}}')
         elif isinstance(part, Gap):
-            out.append({"gap": part.text})
+            out.write(f'{{"gap":{encode_basestring(part.text)}}}')
         else:
-            out.append({"raw": part.raw, "parts": _dump_parts(part.parts, segments)})
-    return out
+            out.write(f'{{"raw":{encode_basestring(part.raw)},"parts":')
+            _dump_parts(part.parts, segments, out)
+            out.write("}")
+    out.write("]")
 
 
 def load_document(text: str, name: str) -> Document:

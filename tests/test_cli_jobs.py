@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +20,8 @@ from store.keys import JobKeys
 from store.queues import send_chunks
 
 pytest_plugins = ["distributed_support"]
+
+TRANSQUEUE = Path(sys.executable).with_name("transqueue")
 
 
 def test_fetch_refuses_to_overwrite_the_inputs(redis_server, tmp_path, monkeypatch):
@@ -219,3 +224,48 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
     assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
     bad = CliRunner().invoke(main, [*args[:-1], str(tmp_path)], env=env)
     assert bad.exit_code == 1 and "--model: " in bad.output and "not a transqueue model bundle" in bad.output
+
+
+def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path):
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "good.txt").write_text("Hello there.\n")
+    (inputs / "also.md").write_text("# Fine\n")
+    os.mkfifo(inputs / "pipe.txt")
+    (inputs / "long.txt").write_text("Fine.\n" + "x" * 200_000 + "\n")
+    (inputs / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    env = {**os.environ, "TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_MAX_LINE_BYTES": "150000"}
+
+    def submit(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess:
+        command = [TRANSQUEUE, "submit", *map(str, args)]
+        return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120, env=env)
+
+    out = ["--out", tmp_path / "out", "--field", "text"]
+    strict = submit(inputs, *out, "--strict")
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert strict.stderr.splitlines()[-1] == "Error: nothing submitted: 3 of 5 files failed (--strict)"
+    assert list(store.job_ids()) == []
+
+    done = submit(inputs, *out)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: {inputs / 'deep.jsonl'}:1:257: invalid JSON: nested deeper than 256 arrays and objects",
+        f"error: {inputs / 'long.txt'}:2: line longer than 150,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read",
+        "submitted 2 of 5 files; 3 failed",
+    ]
+    job_id = done.stdout.strip()
+    assert [record.name for record in store.documents(job_id)] == [
+        str(inputs / "also.md"),
+        str(inputs / "good.txt"),
+    ]
+
+    direct = submit(inputs / "pipe.txt", *out)
+    assert direct.returncode == 1
+    assert f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read" in direct.stderr
+    streamed = submit("-", stdin="Hello.\n" + "x" * 200_000 + "\n")
+    assert streamed.returncode == 1
+    assert "Error: <stdin>:2: line longer than 150,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr
+    assert list(store.job_ids()) == [job_id]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,47 @@ def test_the_model_comes_from_transqueue_bundle_as_for_workers():
         main, ["translate", "-"], input="Hello.\n", env={"TRANSQUEUE_BUNDLE": "/no/such/bundle"}
     )
     assert result.exit_code == 2 and "'/no/such/bundle' does not exist" in result.output
+
+
+def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny_bundle):
+    os.mkfifo(inputs / "pipe.txt")
+    (inputs / "zero.txt").symlink_to("/dev/zero")
+    (inputs / "loop.md").symlink_to("loop.md")
+    (inputs / "long.txt").write_text("Fine.\n" + "x" * 200 + "\n")
+    env = {**os.environ, "TRANSQUEUE_MAX_LINE_BYTES": "100"}
+    model = ["--model", tiny_bundle]
+    done = subprocess.run(
+        [TRANSQUEUE, "translate", inputs, "-o", tmp_path / "out", *model, "--field", "text"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[:4] == [
+        f"error: {inputs / 'long.txt'}:2: line longer than 100 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"error: {inputs / 'loop.md'}: symbolic link loop",
+        f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read",
+        f"error: {inputs / 'zero.txt'}: not a regular file (a character device); not read",
+    ]
+    assert "3 written, 0 skipped (output exists; --force overwrites), 4 failed" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["corpus.jsonl", "guide.md", "story.txt"]
+
+    direct = subprocess.run(
+        [TRANSQUEUE, "translate", inputs / "pipe.txt", *model], capture_output=True, text=True, timeout=300
+    )
+    assert direct.returncode == 1
+    assert f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read" in direct.stderr
+
+    streamed = subprocess.run(
+        [TRANSQUEUE, "translate", "-", *model],
+        input=b"Hello.\n" + b"x" * 5_000_000 + b"\nNever reached.\n",
+        capture_output=True,
+        timeout=300,
+        env=env,
+    )
+    assert streamed.returncode == 1
+    assert streamed.stdout.decode().count("\n") == 1  # the first line's translation
+    assert (
+        "Error: <stdin>:2: line longer than 100 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr.decode()
+    )

@@ -17,6 +17,8 @@ from producer.documents import (
     parse_text,
     read_document,
 )
+from producer.inputs import Limits
+from producer.stored_layout import dump_document, load_document
 
 WORDS = st.sampled_from(
     ["Hello", "world", "Dr.", "U.S.", "e.g.", "3.14", "42", "中文", "∯", "ȸ", "café", "x"]
@@ -309,6 +311,15 @@ def test_jsonl_translates_fields_and_keeps_the_rest_byte_for_byte():
     [
         ('{"text": "ok"}\n{"text": oops}\n', "doc.jsonl:2:10: invalid JSON"),
         ('{"text": "ok"}\n\n{"id": 1, "text": 5}\n', "doc.jsonl:3:19: field 'text' holds int"),
+        ('{"id": 1, "x": ' + "[" * 100_000, r"doc.jsonl:1:271: invalid JSON: nested deeper than 256 arrays"),
+        (
+            '{"a": "[[[[", "x": ' + "{" * 300 + "}" * 300 + "}",
+            r"doc.jsonl:1:275: invalid JSON: nested deeper",
+        ),
+        (
+            '\n{"text": "Hi \\ud800 there."}',
+            r"doc.jsonl:2:10: field 'text' holds a lone surrogate \(\\ud800\)",
+        ),
     ],
 )
 def test_jsonl_errors_name_file_line_and_column(content, message):
@@ -341,6 +352,9 @@ def test_invalid_utf8_names_the_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nbad \xff here\n")
     with pytest.raises(DocumentError, match=r"bad\.txt:2: not valid UTF-8"):
+        read_document(path)
+    path.write_bytes(b"fine\n" * 10_000 + b"bad \xff here\n")  # past the first read buffer
+    with pytest.raises(DocumentError, match=r"bad\.txt:10001: not valid UTF-8"):
         read_document(path)
 
 
@@ -376,3 +390,77 @@ def test_jsonl_field_given_twice_is_translated_once():
     doc = parse_text(content, "jsonl", ReadOptions(fields=("text", "text")))
     assert [s.text for s in doc.segments] == ["Hello there."]
     assert json.loads(doc.render(["你好。"])) == {"text": "你好。", "id": 1}
+
+
+# -- fuzzing the readers and the reassembler -------------------------------------------------
+
+FUZZ_OPTIONS = ReadOptions(fields=("text", "meta.title"), limits=Limits(line_bytes=700, file_bytes=4000))
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["text", "meta", "title", "id"]) | st.text(max_size=3), inner, max_size=3
+        )
+    ),
+    max_leaves=6,
+)
+JSONL_LINES = st.one_of(
+    st.builds(json.dumps, JSON_VALUES, ensure_ascii=st.booleans()),
+    st.builds(lambda text: json.dumps({"text": text}), st.one_of(st.text(max_size=60), sentence_text())),
+    st.text(alphabet='{}[]":,\\ud800tex 1', max_size=30),  # near-JSON, escapes and brackets
+    st.integers(min_value=250, max_value=300).map(lambda n: "[" * n + "]" * n),
+)
+MARKDOWN_LIKE = st.text(alphabet="#>-*_`~[]()!<>|\\:. \t\r\naA1中", max_size=300)
+
+
+@st.composite
+def jsonl_bytes(draw) -> bytes:
+    eol = draw(EOL)
+    return eol.join(draw(st.lists(JSONL_LINES, max_size=6))).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def assert_read_or_refused(directory: Path, suffix: str, data: bytes, reflow: bool = False) -> None:
+    """Reading ``data`` as a file either raises DocumentError or gives a document whose
+    segments render it back byte for byte, from the stored layout too, and whose
+    translation can be written."""
+    path = directory / f"fuzz{suffix}"
+    path.write_bytes(data)
+    try:
+        document = read_document(path, ReadOptions(FUZZ_OPTIONS.fields, reflow, FUZZ_OPTIONS.limits))
+    except DocumentError:
+        return
+    texts = [segment.text for segment in document.segments]
+    assert document.render(texts).encode("utf-8") == data
+    stored = load_document(dump_document(document), "fuzz")
+    assert stored.render(texts).encode("utf-8") == data
+    markers = [f"〔{i}〕" for i in range(len(texts))]
+    assert stored.render(markers) == document.render(markers)
+    document.render(markers).encode("utf-8")  # a translation can be written as UTF-8
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode), txt_documents().map(str.encode))
+)
+def test_fuzz_txt(fuzz_dir, data):
+    assert_read_or_refused(fuzz_dir, ".txt", data)
+    assert_read_or_refused(fuzz_dir, ".txt", data, reflow=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300), MARKDOWN_LIKE.map(str.encode), md_documents().map(str.encode)))
+def test_fuzz_md(fuzz_dir, data):
+    assert_read_or_refused(fuzz_dir, ".md", data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300), jsonl_bytes(), jsonl_documents().map(str.encode)))
+def test_fuzz_jsonl(fuzz_dir, data):
+    assert_read_or_refused(fuzz_dir, ".jsonl", data)
+    assert_read_or_refused(fuzz_dir, ".jsonl", data, reflow=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,15 @@ def test_the_delivered_hashes_hold_only_files_still_in_the_inbox(store, entry):
     (Path(entry.inbox) / "a.txt").unlink()
     assert run_inbox(store, entry).state == NOTHING_NEW
     assert store.runs.seen("docs") == {}
+
+
+def test_special_files_in_the_inbox_are_skipped_unopened(store, entry):
+    inbox_dir = Path(entry.inbox)
+    os.mkfifo(inbox_dir / "pipe.txt")
+    (inbox_dir / "zero.md").symlink_to("/dev/zero")
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
+    assert run.skipped == {
+        "pipe.txt": f"{inbox_dir / 'pipe.txt'}: not a regular file (a FIFO); not read",
+        "zero.md": f"{inbox_dir / 'zero.md'}: not a regular file (a character device); not read",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from producer import layout
 from producer.documents import DocumentError, ReadOptions, parse_text
 from producer.files import FileTask, plan_files
+from producer.inputs import Limits
 from producer.jobs import (
     Source,
     file_source,
@@ -70,14 +72,36 @@ def test_file_sources_keep_targets_and_refuse_collisions(tmp_path):
     for name in ("a/x.txt", "b/x.txt", "c/y.md"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes(b"Hi.\r\n")
-    out = tmp_path / "out"
-    sources = file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "c"], out), out)
-    assert [(s.fmt, s.text, s.target) for s in sources] == [
+    out, options, errors = tmp_path / "out", ReadOptions(), []
+    parsed = file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "c"], out), out, options, errors)
+    assert [(s.fmt, s.text, s.target) for s, _ in parsed] == [
         ("txt", "Hi.\r\n", "x.zh.txt"),
         ("md", "Hi.\r\n", "y.md"),
     ]
+    assert [[seg.text for seg in doc.segments] for _, doc in parsed] == [["Hi."], ["Hi."]] and not errors
     with pytest.raises(DocumentError, match="would both be written to"):
-        file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "b/x.txt"], out), out)
+        file_sources(plan_files([tmp_path / "a/x.txt", tmp_path / "b/x.txt"], out), out, options, errors)
+
+
+def test_file_sources_report_each_bad_file_and_keep_the_others(tmp_path, monkeypatch):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "good.txt").write_text("Hello there.\n")
+    (inputs / "bad.txt").write_bytes(b"fine\n\xff\n")
+    (inputs / "long.md").write_text("x" * 40 + "\n")
+    (inputs / "odd.jsonl").write_text('{"text": 5}\n')
+    os.mkfifo(inputs / "pipe.txt")
+    monkeypatch.chdir(tmp_path)  # named relatively, reported as the job names them: absolute
+    out, errors = tmp_path / "out", []
+    options = ReadOptions(fields=("text",), limits=Limits(line_bytes=32))
+    parsed = file_sources(plan_files([Path("in")], out), out, options, errors)
+    assert [(source.name, source.target) for source, _ in parsed] == [(str(inputs / "good.txt"), "good.txt")]
+    assert errors == [
+        f"{inputs / 'bad.txt'}:2: not valid UTF-8 (invalid start byte)",
+        f"{inputs / 'long.md'}:1: line longer than 32 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"{inputs / 'odd.jsonl'}:1:10: field 'text' holds int, not a string",
+        f"{inputs / 'pipe.txt'}: not a regular file (a FIFO); not read",
+    ]
 
 
 def test_invalid_utf8_names_the_line(tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from producer.documents import DocumentError, ReadOptions, read_document
 from producer.files import FileTask, plan_files, write_atomic
+from producer.inputs import Limits, stdin_lines
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -201,5 +204,51 @@ def test_unreadable_document_is_reported_and_the_others_written(tree: Path, tmp_
     out = tmp_path / "out"
     tasks = [FileTask(tree / "dir.txt", out / "dir.txt"), FileTask(tree / "a.txt", out / "a.txt")]
     report = run(tasks, MarkingTranslator())
-    assert report.errors == [f"{tree / 'dir.txt'}: Is a directory"]
+    assert report.errors == [f"{tree / 'dir.txt'}: not a regular file (a directory); not read"]
     assert report.written == [out / "a.txt"]
+
+
+def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, tmp_path: Path):
+    os.mkfifo(tree / "pipe.txt")
+    (tree / "zero.txt").symlink_to("/dev/zero")
+    (tree / "loop.md").symlink_to("loop.md")
+    (tree / "gone.txt").symlink_to("nowhere.txt")
+    (tree / "long.md").write_text("Short line.\n" + "word " * 30_000 + "\n")
+    (tree / "big.txt").write_text("Fine line.\n" * 25_000)
+    (tree / "deep.jsonl").write_text('{"text": "Fine."}\n' + "[" * 100_000 + "\n")
+    out = tmp_path / "out"
+    options = RunOptions(read=ReadOptions(("text",), limits=Limits(line_bytes=120_000, file_bytes=250_000)))
+    report = run(plan_files([tree], out), MarkingTranslator(), options)
+    assert report.errors == [
+        f"{tree / 'big.txt'}: 275,000 bytes, larger than the 250,000-byte limit on a file "
+        "(TRANSQUEUE_MAX_FILE_BYTES)",
+        f"{tree / 'deep.jsonl'}:2:257: invalid JSON: nested deeper than 256 arrays and objects",
+        f"{tree / 'gone.txt'}: dangling symbolic link to nowhere.txt",
+        f"{tree / 'long.md'}:2: line longer than 120,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"{tree / 'loop.md'}: symbolic link loop",
+        f"{tree / 'pipe.txt'}: not a regular file (a FIFO); not read",
+        f"{tree / 'zero.txt'}: not a regular file (a character device); not read",
+    ]
+    written = sorted(p.relative_to(out).as_posix() for p in report.written)
+    assert written == ["a.txt", "sub/b.md", "sub/c.jsonl"]
+
+
+def test_stdin_line_limit():
+    assert list(stream_units([b"12345678\n", b"1234567\r\n", b"12345678"], max_line_bytes=8)) == [
+        (1, "12345678\n"),
+        (2, "1234567\r\n"),
+        (3, "12345678"),
+    ]
+    stream = io.BytesIO(b"Fine.\n" + b"x" * 5_000_000 + b"\nNever read.\n")
+    units = stream_units(stdin_lines(stream, 8), max_line_bytes=8)
+    assert next(units) == (1, "Fine.\n")
+    with pytest.raises(
+        DocumentError, match=r"^<stdin>:2: line longer than 8 bytes \(TRANSQUEUE_MAX_LINE_BYTES\)$"
+    ):
+        next(units)
+    assert stream.tell() == 6 + 9  # the long line was not read whole
+    paragraph = [b"Four.\n", b"Five.\n", b"\n", b"One.\n", b"Two.\n", b"More.\n"]
+    units = stream_units(paragraph, reflow=True, max_line_bytes=15)
+    assert next(units) == (1, "Four.\nFive.\n\n")
+    with pytest.raises(DocumentError, match=r"^<stdin>:4: paragraph longer than 15 bytes"):
+        next(units)

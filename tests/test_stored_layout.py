@@ -73,3 +73,9 @@ def test_stored_data_that_does_not_line_up_names_the_document(change):
     change(data)
     with pytest.raises(DocumentError, match=r"^in/a\.txt: stored "):
         load_document(json.dumps(data), "in/a.txt")
+
+
+@pytest.mark.parametrize(("fmt", "options", "content"), DOCUMENTS)
+def test_the_stored_json_is_compact_json(fmt, options, content):
+    stored = dump_document(parse_text(content, fmt, options))
+    assert stored == json.dumps(json.loads(stored), ensure_ascii=False, separators=(",", ":"))

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from json.decoder import scanstring
 
+from producer import defaults
 from producer.formats import text as text_format
 from producer.formats.lines import split_lines
 from producer.layout import DocumentError, LayoutBuilder
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
 def build(
@@ -26,14 +30,21 @@ def build(
     top-level key wins over a dotted path. A record without the field, or with ``null`` there,
     passes through. A string value is laid out like a ``.txt`` document (one unit per line).
     A field named twice is translated once.
-    Invalid JSON or a non-string value is a ``DocumentError`` naming ``where``:line:column,
-    counting lines from ``first_line``.
+    Invalid JSON (nesting deeper than ``JSON_MAX_DEPTH`` included), a non-string value or a
+    value holding a lone surrogate (``"\\ud800"``) is a ``DocumentError`` naming
+    ``where``:line:column, counting lines from ``first_line``.
     """
     source = builder.source
     for number, line in enumerate(split_lines(source), start=first_line):
         content = line.content(source)
         if not content.strip():
             continue
+        too_deep = _too_deep(content)
+        if too_deep is not None:
+            raise DocumentError(
+                f"{where}:{number}:{too_deep + 1}: invalid JSON: nested deeper than "
+                f"{defaults.JSON_MAX_DEPTH} arrays and objects"
+            )
         try:
             record = json.loads(content)
         except json.JSONDecodeError as error:
@@ -53,9 +64,32 @@ def build(
                     f"{where}:{number}:{span[0] + 1}: field {field!r} holds "
                     f"{type(value).__name__}, not a string"
                 )
+            surrogate = _SURROGATE.search(value)
+            if surrogate:  # its translation could not be written as UTF-8
+                raise DocumentError(
+                    f"{where}:{number}:{span[0] + 1}: field {field!r} holds a lone surrogate "
+                    f"(\\u{ord(surrogate.group()):04x}), which is not text"
+                )
             values[span] = value
         for (start, end), value in sorted(values.items()):
             _translate_value(builder, line.start + start, line.start + end, value, reflow)
+
+
+def _too_deep(content: str) -> int | None:
+    """The offset of the first ``[`` or ``{`` nested deeper than JSON_MAX_DEPTH (outside
+    strings), or None. Only a line with that many brackets in all is scanned."""
+    if content.count("[") + content.count("{") <= defaults.JSON_MAX_DEPTH:
+        return None
+    depth = 0
+    for token in _STRING_OR_BRACKET.finditer(content):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > defaults.JSON_MAX_DEPTH:
+                return token.start()
+        elif bracket in ("]", "}"):
+            depth -= 1
+    return None
 
 
 def _translate_value(builder: LayoutBuilder, start: int, end: int, value: str, reflow: bool) -> None:

@@ -1,0 +1,174 @@
+"""Peak memory and time of `transqueue translate` and `transqueue submit` on big inputs.
+
+    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line] [--code DIR --label NAME]
+                                 [--timeout 1800] [--record bench/inputs_results.md]
+
+Inputs, --size-mb each, written once under --work:
+- ordinary.txt: lines of one to three generated English sentences (about 130 bytes a line);
+- one-line.txt: the same kind of sentences on one single line.
+
+Each measurement is a fresh Python process running the code of --code (default: this
+checkout), whose peak RSS (VmHWM of /proc/PID/status) and wall time are reported:
+- translate: the in-process path through the Python API, plan_files -> read_tasks ->
+  translate_files, with a stand-in injected in place of the model that answers each
+  sentence at once with Chinese-sized text (one CJK character per three English ones).
+  Reading, parsing, segmenting, the run's translation memory, rendering and writing are
+  measured; model decoding is not (it would take days for 50 MB).
+- submit: the real command, cli.main(["submit", FILE, "--out", DIR]), against a redis-server
+  started here on a queue nobody consumes: reading, parsing, planning, storing the job in
+  Redis and queueing its chunks.
+The pysbd helper process that segmentation talks to is a process of its own and is not
+counted. A process still running after --timeout seconds is killed and reported with the
+peak it had reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests")]
+
+from distributed_support import RedisServer  # noqa: E402
+from report import publish  # noqa: E402
+
+WORDS = (
+    "the cat sat on a mat while Dr. Smith read 42 books about U.S. history and tea in the "
+    "garden of his old house near the station"
+).split()
+
+# Each probe reports its own VmHWM when it ends (the parent's polling could miss a short peak).
+REPORT_PEAK = """
+import atexit, re
+atexit.register(lambda: print("VmHWM " + re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1]))
+"""
+
+TRANSLATE = """
+import sys
+from pathlib import Path
+from producer.files import plan_files
+from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
+
+class Result:
+    hit_length_cap = False
+    def __init__(self, sentence): self.text = "译" * (len(sentence) // 3 + 1)
+
+class StandIn:
+    fingerprint = "stand-in"
+    def translate(self, sentences): return (Result(s) for s in sentences)
+    def translate_one(self, sentence): return Result(sentence)
+
+report = RunReport()
+documents = read_tasks(plan_files([Path(sys.argv[1])], Path(sys.argv[2])), RunOptions(), report)
+translate_files(documents, StandIn(), report)
+print(report.errors[0] if report.errors else f"{report.sentences} sentences written")
+"""
+
+SUBMIT = """
+import sys
+from cli import main
+main(["submit", sys.argv[1], "--out", sys.argv[2]], prog_name="transqueue")
+"""
+
+
+def sentence(rng: random.Random) -> str:
+    """One generated English sentence."""
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 18)))
+    return words[0].upper() + words[1:] + rng.choice(".?!.")
+
+
+def write_input(path: Path, size: int, one_line: bool) -> None:
+    """`size` bytes of sentences, on lines of one to three sentences or on one line."""
+    rng = random.Random(0)
+    with path.open("w", encoding="utf-8") as handle:
+        written = 0
+        while written < size:
+            count = 1 if one_line else rng.randint(1, 3)
+            piece = " ".join(sentence(rng) for _ in range(count)) + (" " if one_line else "\n")
+            written += handle.write(piece)
+        if one_line:
+            handle.write("\n")
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """VmHWM of a running process, in MB (None once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str], timeout: float) -> dict:
+    """Run `probe` on `source` in a fresh process; its peak RSS, time and last output line."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out)],
+        cwd=code,
+        env={**env, "PYTHONPATH": str(code)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    peak, timed_out = 0.0, False
+    while child.poll() is None:
+        peak = max(peak, peak_rss_mb(child.pid) or 0.0)
+        if time.perf_counter() - started > timeout:
+            child.kill()
+            timed_out = True
+        time.sleep(0.05)
+    seconds = time.perf_counter() - started
+    lines = child.stdout.read().strip().splitlines()
+    reported = [int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM ")]
+    lines = [line for line in lines if not line.startswith("VmHWM ")] or ["(no output)"]
+    result = f"unfinished after {timeout:.0f} s (killed)" if timed_out else lines[-1]
+    return {"result": result, "rss": max([peak, *reported]), "seconds": seconds, "status": child.returncode}
+
+
+def main() -> None:
+    """Write the inputs (once), start a redis-server, measure each input and command."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=50)
+    parser.add_argument("--inputs", default="ordinary,one-line")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench-inputs")
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code is measured")
+    parser.add_argument("--label", default="this checkout", help="what --code is, for the record")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--record", type=Path)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(Path(tempfile.mkdtemp(prefix="bench-inputs-redis-")))
+    server.start()
+    env = {**os.environ, "TRANSQUEUE_REDIS_URL": server.url, "TRANSQUEUE_QUEUE": "nobody"}
+    rows = ["| input | command | result | peak RSS (MB) | seconds |", "| --- | --- | --- | --- | --- |"]
+    try:
+        for name in args.inputs.split(","):
+            source = args.work / f"{name}-{args.size_mb}mb.txt"
+            if not source.exists():
+                write_input(source, args.size_mb * 1_000_000, one_line=name == "one-line")
+            for command, probe in (("translate", TRANSLATE), ("submit", SUBMIT)):
+                with tempfile.TemporaryDirectory(prefix="bench-inputs-out-") as out:
+                    run = measure(probe, source, Path(out), args.code, env, args.timeout)
+                rows.append(
+                    f"| {source.name} | {command} | {run['result']} (exit {run['status']}) "
+                    f"| {run['rss']:.0f} | {run['seconds']:.1f} |"
+                )
+                print(rows[-1], flush=True)
+    finally:
+        server.kill()
+    title = f"{args.size_mb} MB inputs, code of {args.label}"
+    publish("\n".join(rows), args.record, title)
+
+
+if __name__ == "__main__":
+    main()

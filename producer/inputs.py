@@ -1,0 +1,151 @@
+"""Reading inputs: the one way every path reads an input file, and stdin's line limit.
+
+`read_input` is used by `transqueue translate` (``producer.documents.read_document``),
+`transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
+only regular files: a FIFO, socket or device is refused by name without being opened for
+reading (a FIFO would block ``open()``, ``/dev/zero`` never ends), and so is a file over
+``Limits.file_bytes``. Lines are measured as the bytes arrive, and reading stops at the
+first one over ``Limits.line_bytes``, so a file made of one endless line costs about one
+line of memory and time before it fails. Symbolic link loops and dangling links are
+OSErrors that say so. Each failure concerns one file: callers report it (`failure`) and go
+on with the others.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO
+
+from producer import defaults
+from producer.layout import DocumentError
+
+#: What each kind of file that is not a regular file is called in messages.
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest input accepted, in bytes: a line (or stdin unit) and a file."""
+
+    line_bytes: int = defaults.MAX_LINE_BYTES
+    file_bytes: int = defaults.MAX_FILE_BYTES
+
+
+def read_input(path: Path, limits: Limits = Limits()) -> bytes:
+    """The bytes of the input file ``path`` (symbolic links followed).
+
+    DocumentError for a file that is not a regular file, is larger than
+    ``limits.file_bytes`` (naming its size) or has a line longer than ``limits.line_bytes``
+    (naming file:line). OSError for a file that cannot be read, with a message that names a
+    symbolic link loop or a dangling link as such.
+    """
+    _check_file(path, _stat(path), limits)  # before open(): it would block on a FIFO
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with open(descriptor, "rb", buffering=0) as handle:
+        _check_file(path, os.fstat(descriptor), limits)  # what was opened, had it been swapped
+        lines = _LineMeter(str(path), limits.line_bytes)
+        content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
+        while chunk := handle.read(defaults.READ_CHUNK_BYTES):
+            lines.feed(chunk)
+            if content.tell() + len(chunk) > limits.file_bytes:  # it grew since it was checked
+                raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+            content.write(chunk)
+        return content.getvalue()
+
+
+def decode_input(data: bytes, where: str | Path) -> str:
+    """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
+
+
+def stdin_lines(stream: BinaryIO, max_line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of ``stream`` (for ``producer.pipeline.stream_units``), none read longer than
+    one byte over ``max_line_bytes``: a longer line comes in pieces, the first over the limit."""
+    return iter(partial(stream.readline, max_line_bytes + 1), b"")
+
+
+def line_too_long(where: str, line: int, limit: int, unit: str = "line") -> DocumentError:
+    """The error for a line (or another stdin ``unit``) longer than ``limit`` bytes."""
+    return DocumentError(f"{where}:{line}: {unit} longer than {limit:,} bytes (TRANSQUEUE_MAX_LINE_BYTES)")
+
+
+def failure(path: Path, error: DocumentError | OSError) -> str:
+    """How a file that could not be read or parsed is reported: ``path: reason``, or the
+    DocumentError's own message, which names the file (and line) already."""
+    if isinstance(error, DocumentError):
+        return str(error)
+    return f"{path}: {error.strerror or error}"
+
+
+def _stat(path: Path) -> os.stat_result:
+    """``os.stat(path)``, with the OSError of a link loop or a dangling link saying so."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            raise
+        target = os.readlink(path)
+        raise FileNotFoundError(errno.ENOENT, f"dangling symbolic link to {target}", str(path)) from None
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        raise OSError(errno.ELOOP, "symbolic link loop", str(path)) from None
+
+
+def _check_file(path: Path, status: os.stat_result, limits: Limits) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(status.st_mode), "a special file")
+        raise DocumentError(f"{path}: not a regular file ({kind}); not read")
+    if status.st_size > limits.file_bytes:
+        raise DocumentError(f"{path}: {status.st_size:,} bytes, {_over_file_limit(limits)}")
+
+
+def _over_file_limit(limits: Limits) -> str:
+    return f"larger than the {limits.file_bytes:,}-byte limit on a file (TRANSQUEUE_MAX_FILE_BYTES)"
+
+
+class _LineMeter:
+    """Measures the lines of a byte stream fed in pieces; raises at the first one too long.
+
+    A line is the bytes between two ``\\n`` (a ``\\r`` before one counts). Each step looks for
+    the last line break within one line's room of the current position, so whole runs of
+    short lines are passed with one ``rfind`` and the work per piece is a few C-level scans.
+    """
+
+    def __init__(self, where: str, limit: int) -> None:
+        self.where = where
+        self.limit = limit
+        self.line = 1  # number of the current line
+        self.length = 0  # bytes of the current line before the piece being fed
+
+    def feed(self, piece: bytes) -> None:
+        """Account for the next ``piece``; DocumentError naming the first line over the limit."""
+        position = 0
+        while position < len(piece):
+            end = min(len(piece), position + self.limit - self.length + 1)
+            last_break = piece.rfind(b"\n", position, end)
+            if last_break >= 0:  # every line ending in [position, end) is within the limit
+                self.line += piece.count(b"\n", position, last_break + 1)
+                self.length, position = 0, last_break + 1
+                continue
+            self.length += end - position
+            if self.length > self.limit:
+                raise line_too_long(self.where, self.line, self.limit)
+            position = end

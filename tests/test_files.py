@@ -1,0 +1,53 @@
+"""producer.files: planning special files and links, which reading then refuses one by one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from producer.documents import DocumentError
+from producer.files import FileTask, plan_files, write_atomic
+
+
+@pytest.fixture
+def odd_tree(tmp_path: Path) -> Path:
+    """A directory of one good file, a FIFO, a device link, a link loop and a dangling link."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "good.txt").write_text("Hello there.\n")
+    os.mkfifo(root / "pipe.txt")
+    (root / "zero.txt").symlink_to("/dev/zero")
+    (root / "loop1.md").symlink_to("loop2.md")
+    (root / "loop2.md").symlink_to("loop1.md")
+    (root / "gone.jsonl").symlink_to("nowhere.jsonl")
+    return root
+
+
+def test_special_files_and_links_are_planned_not_followed(odd_tree: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    names = ["gone.jsonl", "good.txt", "loop1.md", "loop2.md", "pipe.txt", "zero.txt"]
+    assert plan_files([odd_tree], out) == [FileTask(odd_tree / name, out / name) for name in names]
+
+
+def test_special_files_and_links_given_directly_are_planned(odd_tree: Path, tmp_path: Path):
+    for name in ("pipe.txt", "zero.txt", "loop1.md", "gone.jsonl"):
+        assert plan_files([odd_tree / name]) == [
+            FileTask(odd_tree / name, odd_tree / f"{Path(name).stem}.zh{Path(name).suffix}")
+        ]
+    assert plan_files([odd_tree / "pipe.txt"], tmp_path / "x.txt")[0].target == tmp_path / "x.txt"
+    with pytest.raises(DocumentError, match="missing.txt: no such file or directory"):
+        plan_files([odd_tree / "missing.txt"])
+
+
+def test_a_link_loop_as_output_is_no_crash(odd_tree: Path):
+    with pytest.raises(DocumentError, match="refusing to overwrite input"):
+        plan_files([odd_tree / "good.txt"], odd_tree / "good.txt")
+    assert plan_files([odd_tree / "good.txt"], odd_tree / "loop1.md")[0].target == odd_tree / "loop1.md"
+
+
+def test_write_atomic_writes_big_texts_in_pieces(tmp_path: Path):
+    text = "中文 and English.\r\n" * 200_000  # 3.4 M characters: four write pieces
+    write_atomic(tmp_path / "out.txt", text)
+    assert (tmp_path / "out.txt").read_bytes() == text.encode("utf-8")
