@@ -131,6 +131,13 @@ def validation_flags(function: F) -> F:
     help="tensor scheme: store the tied embedding/lm_head once as int8 in the int8 decoder.",
 )
 @click.option(
+    "--int8-encoder/--fp32-encoder",
+    default=True,
+    show_default=True,
+    help="row scheme: give int8 decoding an int8 encoder too (a quarter of the encoder's "
+    "memory); --fp32-encoder keeps one fp32 encoder for both precisions.",
+)
+@click.option(
     "--skip-validation",
     is_flag=True,
     help="Do not compare with PyTorch (recorded in bundle.json); for quick trials.",
@@ -148,6 +155,7 @@ def export_command(
     reduce_range: bool,
     op_types: str,
     quantize_embeddings: bool,
+    int8_encoder: bool,
     skip_validation: bool,
     fp32_max_diff: float,
     int8_min_exact: float,
@@ -171,6 +179,7 @@ def export_command(
             reduce_range=reduce_range,
             op_types=tuple(t.strip() for t in op_types.split(",") if t.strip()),
             quantize_embeddings=quantize_embeddings,
+            encoder=int8_encoder,
         ),
         validation=_validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus),
     )

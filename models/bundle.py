@@ -69,22 +69,28 @@ class Manifest:
         return precision == "fp32" or self.data.get("quantization", {}).get("scheme") == "row"
 
     def graph(self, role: str, precision: str = "fp32") -> Path:
-        """Path of the encoder (`role="encoder"`) or of the decoder at `precision`."""
+        """Path of the "encoder" or "decoder" graph for `precision` decoding.
+
+        Older bundles have one fp32 encoder; newer ones map precisions to encoders as they
+        do decoders. int8 decoding uses the fp32 encoder where there is no int8 one.
+        """
         graphs = self.data["graphs"]
-        if role == "encoder":
-            return self.directory / graphs["encoder"]
-        if precision not in graphs["decoder"]:
+        if isinstance(graphs[role], str):
+            return self.directory / graphs[role]
+        if role == "encoder" and precision not in graphs[role]:
+            precision = "fp32"
+        if precision not in graphs[role]:
             raise BundleError(
-                f"{self.directory}: this bundle has no {precision} decoder "
+                f"{self.directory}: this bundle has no {precision} {role} "
                 f"(it has {', '.join(graphs['decoder'])}); choose --precision "
                 f"{' or '.join(graphs['decoder'])}"
             )
-        return self.directory / graphs["decoder"][precision]
+        return self.directory / graphs[role][precision]
 
     def files_for(self, precision: str) -> list[str]:
         """The files a Translator at `precision` loads: encoder, decoder, tokenizer files."""
         roles = ("source", "target", "vocab")
-        graphs = [self.graph("encoder"), self.graph("decoder", precision)]
+        graphs = [self.graph("encoder", precision), self.graph("decoder", precision)]
         return [path.name for path in graphs] + [self.tokenizer_file(role).name for role in roles]
 
     def model_key(self, precision: str) -> str:

@@ -209,7 +209,7 @@ class Translator:
         self.batching = batching
         self.workers = threads or cpu_budget()
         self.max_batch = batching.max_batch if self.manifest.batch_invariant(precision) else 1
-        encoder_path = self.manifest.graph("encoder")
+        encoder_path = self.manifest.graph("encoder", precision)
         decoder_path = self.manifest.graph("decoder", precision)
         used = self.manifest.files_for(precision)
         if verify:

@@ -79,6 +79,32 @@ def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path)
     assert manifest.precisions == ("int8",)
     assert not (bundle / "decoder.onnx").exists()
     assert "decoder.onnx" not in manifest.files
+    # the row scheme's int8 encoder replaces the fp32 one too
+    assert not (bundle / "encoder.onnx").exists()
+    assert manifest.graph("encoder", "int8") == bundle / "encoder.int8.onnx"
+
+
+def test_row_scheme_export_quantizes_the_encoder_token_by_token(tiny_bundle):
+    bundle = tiny_bundle
+    manifest = read_manifest(bundle)
+    assert manifest.graph("encoder", "int8") == bundle / "encoder.int8.onnx"
+    assert manifest.graph("encoder", "fp32") == bundle / "encoder.onnx"
+    encoder = onnx.load(bundle / "encoder.int8.onnx")
+    ops = {node.op_type for node in encoder.graph.node}
+    assert {"MatMulInteger", "QuantizeLinear"} <= ops and "MatMul" in ops  # attention scores stay fp32
+    float_weights = [
+        init.name
+        for init in encoder.graph.initializer
+        if init.data_type == onnx.TensorProto.FLOAT and len(init.dims) == 2
+    ]
+    assert not [name for name in float_weights if "embed_tokens" in name]  # the vocabulary is int8 rows
+
+
+def test_fp32_encoder_option_keeps_one_encoder(tiny_marian_dir, tmp_path):
+    bundle = export_tiny(tiny_marian_dir, tmp_path / "bundle", quantize=QuantizeOptions(encoder=False))
+    manifest = read_manifest(bundle)
+    assert manifest.graph("encoder", "int8") == manifest.graph("encoder", "fp32") == bundle / "encoder.onnx"
+    assert not (bundle / "encoder.int8.onnx").exists()
 
 
 def test_fp32_lm_head_option_keeps_one_shared_matrix(tiny_marian_dir, tmp_path):

@@ -22,6 +22,12 @@ INT8_SCHEME = "row"
 #: AVX2's saturating u8s8 kernel sums exactly: 64 is the most that fits (2·255·64 = 32640).
 ROW_WEIGHT_LEVELS = 64
 
+#: Row scheme: int8 decoding gets an int8 encoder too (token embedding as int8 rows with a
+#: scale each, every MatMul in the row scheme with one row per token). The opus-mt-sized
+#: encoder drops from 222 MB to 57 MB, which is what lets a worker fit its memory target;
+#: bench/memory_results.md and the README "Benchmarks" give the figures.
+INT8_ENCODER = True
+
 #: Validation fails if any fp32 logit differs from PyTorch's by more than this.
 FP32_MAX_DIFF = 1e-3
 

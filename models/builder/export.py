@@ -21,12 +21,13 @@ from onnx import numpy_helper
 from models.builder import defaults
 from models.builder.hub import Checkpoint, resolve
 from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
-from models.builder.quantize import QuantizeOptions, quantize_decoder
+from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
 from models.builder.tokenizer_convert import convert
 from models.builder.validate import ValidateOptions, validate
 from models.bundle import FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
 
-ENCODER, DECODER, DECODER_INT8 = "encoder.onnx", "decoder.onnx", "decoder.int8.onnx"
+ENCODER, ENCODER_INT8 = "encoder.onnx", "encoder.int8.onnx"
+DECODER, DECODER_INT8 = "decoder.onnx", "decoder.int8.onnx"
 #: Licence and attribution files carried from the checkpoint into the bundle.
 CARRIED_FILES = ("ATTRIBUTION.md", "LICENSE", "README.md")
 
@@ -120,7 +121,11 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
     quantize_decoder(staging / DECODER, staging / DECODER_INT8, options.quantize)
-    for name in (ENCODER, DECODER, DECODER_INT8):
+    encoders = {"fp32": ENCODER}
+    if options.quantize.scheme == "row" and options.quantize.encoder:
+        quantize_encoder(staging / ENCODER, staging / ENCODER_INT8, options.quantize)
+        encoders["int8"] = ENCODER_INT8
+    for name in (*encoders.values(), DECODER, DECODER_INT8):
         duplicates = duplicated_initializers(staging / name)
         if duplicates:
             raise ExportError(f"{name}: duplicated weights inside one file: {duplicates}")
@@ -137,7 +142,7 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         "graphs": {
             "layout": "encoder+cross-kv, decoder-step-with-kv-cache",
             "opset": OPSET,
-            "encoder": ENCODER,
+            "encoder": encoders,
             "decoder": {"int8": DECODER_INT8, "fp32": DECODER},
         },
         "tokenizer": tokenizer_files,
@@ -154,8 +159,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     except Exception as error:
         raise ExportError(f"validation failed, bundle left in {staging} for inspection: {error}") from error
     if not options.keep_fp32:
-        (staging / DECODER).unlink()
-        del manifest["graphs"]["decoder"]["fp32"]
+        graphs = manifest["graphs"]
+        for role in ("encoder", "decoder") if "int8" in encoders else ("decoder",):
+            (staging / graphs[role].pop("fp32")).unlink()
     _write_manifest(staging, manifest)
     if out.exists():
         shutil.rmtree(out)

@@ -41,8 +41,9 @@ LmHead = Callable[[str, np.ndarray, str], list[onnx.NodeProto]]
 class QuantizeOptions:
     """How the int8 decoder is made; recorded in bundle.json.
 
-    `scheme` picks "row" or "tensor" (module docstring). `row_weight_levels` applies to
-    "row"; `per_channel`, `reduce_range`, `op_types` and `quantize_embeddings` to "tensor".
+    `scheme` picks "row" or "tensor" (module docstring). `row_weight_levels` and
+    `encoder` (an int8 encoder for int8 decoding, `quantize_encoder`) apply to "row";
+    `per_channel`, `reduce_range`, `op_types` and `quantize_embeddings` to "tensor".
     """
 
     scheme: str = defaults.INT8_SCHEME
@@ -51,6 +52,7 @@ class QuantizeOptions:
     reduce_range: bool = False
     op_types: tuple[str, ...] = ("MatMul",)
     quantize_embeddings: bool = True
+    encoder: bool = defaults.INT8_ENCODER
 
     def as_dict(self) -> dict:
         """The options as JSON-ready values."""
@@ -164,6 +166,52 @@ def quantize_rows(model: onnx.ModelProto, weight_levels: int) -> onnx.ModelProto
 
     model = quantize_tied_embedding(model, lm_head, weight_levels)
     return quantize_matmuls(model, quantizer)
+
+
+def quantize_embedding_rows(model: onnx.ModelProto, levels: int = 127) -> onnx.ModelProto:
+    """Replace an encoder's fp32 token embedding (its only use a Gather) by int8 rows, one
+    scale per vocabulary row: a quarter of the memory, and each token's vector depends on
+    its own row alone."""
+    graph = model.graph
+    weight = next(init for init in graph.initializer if init.name.endswith(EMBEDDING))
+    users = _consumers(graph, weight.name)
+    if len(users) != 1 or users[0].op_type != "Gather":
+        raise ValueError(f"expected {weight.name} to feed exactly one Gather")
+    matrix = numpy_helper.to_array(weight).astype(np.float32)
+    scale = np.abs(matrix).max(axis=1, keepdims=True) / levels
+    scale[scale == 0] = 1.0
+    quantized = np.clip(np.rint(matrix / scale), -levels, levels).astype(np.int8)
+    graph.initializer.remove(weight)
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(quantized, EMBEDDING_INT8),
+            numpy_helper.from_array(scale.astype(np.float32), EMBEDDING_SCALE),
+        ]
+    )
+    gather = users[0]
+    ids, lookup_out = gather.input[1], gather.output[0]
+    nodes = [
+        helper.make_node("Gather", [EMBEDDING_INT8, ids], ["emb.rows_i8"], axis=0),
+        helper.make_node("Cast", ["emb.rows_i8"], ["emb.rows"], to=TensorProto.FLOAT),
+        helper.make_node("Gather", [EMBEDDING_SCALE, ids], ["emb.scale"], axis=0),
+        helper.make_node("Mul", ["emb.rows", "emb.scale"], [lookup_out]),
+    ]
+    position = list(graph.node).index(gather)
+    graph.node.remove(gather)
+    for offset, node in enumerate(nodes):
+        graph.node.insert(position + offset, node)
+    return model
+
+
+def quantize_encoder(source: Path, target: Path, options: QuantizeOptions) -> None:
+    """Write the int8 version of the fp32 encoder graph `source` to `target` ("row" scheme
+    only: every token row quantized on its own, so batching changes nothing)."""
+    if options.scheme != "row":
+        raise ValueError(f"only the row scheme quantizes the encoder, not {options.scheme!r}")
+    model = quantize_embedding_rows(onnx.load(source))
+    model = quantize_matmuls(model, RowQuantizer(model.graph, options.row_weight_levels), any_rank=True)
+    onnx.checker.check_model(model)
+    onnx.save(model, target)
 
 
 def quantize_decoder(source: Path, target: Path, options: QuantizeOptions) -> None:

@@ -62,6 +62,13 @@ def _constants(graph: onnx.GraphProto) -> None:
     )
 
 
+def _shape_constant(graph: onnx.GraphProto, name: str, values: list[int]) -> str:
+    """The name of a constant int64 vector, added to `graph` the first time it is asked for."""
+    if all(init.name != name for init in graph.initializer):
+        graph.initializer.append(numpy_helper.from_array(np.array(values, np.int64), name))
+    return name
+
+
 class RowQuantizer:
     """Emits the per-row activation quantization and integer MatMuls into one graph.
 
@@ -78,6 +85,7 @@ class RowQuantizer:
         self.graph = graph
         self.weight_levels = weight_levels
         self._activations: dict[str, tuple[str, str, str]] = {}
+        self._reshaped: set[str] = set()
         _constants(graph)
 
     def activation(self, x: str) -> tuple[list[onnx.NodeProto], str, str, str]:
@@ -110,6 +118,28 @@ class RowQuantizer:
         self._activations[x] = (p + "u8", p + "scale", p + "zero")
         return nodes, *self._activations[x]
 
+    def matmul_any_rank(
+        self, x: str, weight: np.ndarray, name: str, scale_name: str, output: str
+    ) -> list[onnx.NodeProto]:
+        """`matmul` for an `x` of any rank [..., K] (an encoder's [batch, length, K]): every
+        token is a row of its own, and the output gets x's leading dimensions back."""
+        width, columns = weight.shape
+        node = helper.make_node
+        rows, lead = f"{x}.rows", f"{x}.lead"
+        nodes = []
+        if rows not in self._reshaped:  # q, k and v read the same x: reshape it once
+            self._reshaped.add(rows)
+            rows_shape = _shape_constant(self.graph, f"rowq.rows_of_{width}", [-1, width])
+            nodes += [node("Reshape", [x, rows_shape], [rows]), node("Shape", [x], [lead], end=-1)]
+        p = f"{output}.rowq."
+        columns_name = _shape_constant(self.graph, f"rowq.columns_{columns}", [columns])
+        return [
+            *nodes,
+            *self.matmul(rows, weight, name, scale_name, p + "rows"),
+            node("Concat", [lead, columns_name], [p + "shape"], axis=0),
+            node("Reshape", [p + "rows", p + "shape"], [output]),
+        ]
+
     def matmul(
         self, x: str, weight: np.ndarray, name: str, scale_name: str, output: str
     ) -> list[onnx.NodeProto]:
@@ -134,8 +164,15 @@ class RowQuantizer:
         ]
 
 
-def quantize_matmuls(model: onnx.ModelProto, quantizer: RowQuantizer) -> onnx.ModelProto:
-    """Replace every MatMul with a constant 2-D weight by its row-scheme int8 form."""
+def quantize_matmuls(
+    model: onnx.ModelProto, quantizer: RowQuantizer, any_rank: bool = False
+) -> onnx.ModelProto:
+    """Replace every MatMul with a constant 2-D weight by its row-scheme int8 form.
+
+    With `any_rank`, inputs may have any rank (`RowQuantizer.matmul_any_rank`); otherwise
+    they must hold one row per batch index, as a decoder step's do.
+    """
+    emit = quantizer.matmul_any_rank if any_rank else quantizer.matmul
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
     rewritten = []
@@ -151,7 +188,7 @@ def quantize_matmuls(model: onnx.ModelProto, quantizer: RowQuantizer) -> onnx.Mo
         graph.initializer.extend(
             [numpy_helper.from_array(quantized, name), numpy_helper.from_array(scale, name + ".scale")]
         )
-        rewritten += quantizer.matmul(node.input[0], quantized, name, name + ".scale", node.output[0])
+        rewritten += emit(node.input[0], quantized, name, name + ".scale", node.output[0])
     del graph.node[:]
     graph.node.extend(rewritten)
     return model
