@@ -5,7 +5,8 @@
 #   transqueue-redis:bookworm  the same base with Debian's redis-server 7 (REDIS_IMAGE).
 # The base trusts the host's extra CA certificates (/usr/local/share/ca-certificates), so that
 # pip and apt work inside builds behind a TLS-intercepting proxy.
-# Needs root, debootstrap and a running dockerd. Existing images are kept (--rebuild: build anew).
+# Needs root, debootstrap and a running dockerd. Existing images are kept (--rebuild: build anew;
+# the tags move to the new images).
 set -euo pipefail
 
 BASE_IMAGE=${TRANSQUEUE_BASE_IMAGE:-transqueue-base:bookworm}
@@ -14,11 +15,11 @@ SUITE=${DEBIAN_SUITE:-bookworm}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-if [[ "${1:-}" == "--rebuild" ]]; then
-    docker image rm -f "$BASE_IMAGE" "$REDIS_IMAGE" >/dev/null 2>&1 || true
-fi
+REBUILD=""
+[[ "${1:-}" == "--rebuild" ]] && REBUILD=1
+missing() { [[ -n "$REBUILD" ]] || ! docker image inspect "$1" >/dev/null 2>&1; }
 
-if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+if missing "$BASE_IMAGE"; then
     rootfs=$(mktemp -d /tmp/transqueue-rootfs.XXXXXX)
     trap 'rm -rf "$rootfs"' EXIT
     echo "base: debootstrap $SUITE into $rootfs"
@@ -40,7 +41,7 @@ if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
 fi
 echo "base: $BASE_IMAGE, $(docker image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec), $(docker run --rm "$BASE_IMAGE" python3 --version)"
 
-if ! docker image inspect "$REDIS_IMAGE" >/dev/null 2>&1; then
+if missing "$REDIS_IMAGE"; then
     docker build --build-arg BASE="$BASE_IMAGE" -t "$REDIS_IMAGE" \
         -f "$HERE/redis.Dockerfile" "$HERE" >/tmp/transqueue-redis-build.log 2>&1 \
         || { tail -20 /tmp/transqueue-redis-build.log; exit 1; }

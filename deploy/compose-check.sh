@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Opt-in check (not part of the test suite): run docker-compose.yml for real on this host.
 #
-#   deploy/compose-check.sh [--screenshot docs/flower-tasks.png]
+#   deploy/compose-check.sh [--fresh] [--screenshot docs/flower-tasks.png]
+#
+# --fresh: rebuild the base and Redis images and the transqueue image without Docker's cache.
 #
 # 1. builds local base and Redis images without any registry (deploy/base-image.sh), then the
 #    transqueue image from them (the Dockerfile's BASE build argument);
@@ -23,10 +25,14 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SCREENSHOT=""
-if [[ "${1:-}" == "--screenshot" ]]; then
-    SCREENSHOT=$(realpath -m "${2:?--screenshot needs a file}")
-fi
+SCREENSHOT="" FRESH=()
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --fresh) FRESH=(--rebuild); shift ;;
+        --screenshot) SCREENSHOT=$(realpath -m "${2:?--screenshot needs a file}"); shift 2 ;;
+        *) echo "usage: $0 [--fresh] [--screenshot FILE.png]" >&2; exit 2 ;;
+    esac
+done
 
 if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
 export COMPOSE_PROJECT_NAME=transqueue-check
@@ -69,9 +75,9 @@ sample_stats() {  # every container's memory, every second, until killed
 }
 
 say "== compose-check $(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release && echo "$PRETTY_NAME"), $(nproc) CPUs, $("${COMPOSE[@]}" version --short 2>/dev/null || "${COMPOSE[@]}" version | head -1)"
-bash deploy/base-image.sh
+bash deploy/base-image.sh "${FRESH[@]}"
 start=$SECONDS
-compose build -q worker >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; fail "image build"; }
+compose build ${FRESH:+--no-cache} worker >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; fail "image build"; }
 say "image: transqueue:latest built in $((SECONDS - start)) s, $(docker image inspect -f '{{.Size}}' transqueue:latest | numfmt --to=iec)"
 docker run --rm transqueue:latest python -c "import importlib.util as u; assert not [m for m in ('torch', 'transformers', 'sentencepiece') if u.find_spec(m)]" \
     || fail "export-time packages in the image"
@@ -98,6 +104,13 @@ for _ in $(seq 60); do
 done
 [[ "$ready" -ge 2 ]] || { compose logs --tail 20 worker; fail "workers not ready"; }
 say "stack: $(compose ps --services | sort | tr '\n' ' ')(2 workers answer ping)"
+limits=$(docker inspect -f '{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}' $(compose ps -q worker) | sort -u)
+[[ "$limits" == "2000000000 536870912" ]] || fail "worker limits (NanoCpus Memory): $limits"
+say "workers: 2 CPUs and 512 MiB each (docker inspect)"
+aof=$(compose exec -T redis redis-cli config get appendonly | tr '\n' ' ')
+noauth=$(compose exec -T redis env -u REDISCLI_AUTH redis-cli ping 2>&1 || true)
+[[ "$aof" == "appendonly yes "* && "$noauth" == *NOAUTH* ]] || fail "redis: $aof / $noauth"
+say "redis: appendonly yes; without the password: $noauth"
 published=$(docker ps --filter "label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" \
     --format '{{.Names}} {{.Ports}}' | awk '/->/ { print $1 }')
 [[ "$published" == *flower* && $(wc -l <<<"$published") -eq 1 ]] || fail "published ports: $published"
@@ -109,6 +122,7 @@ say "flower: 401 without credentials"
 mkdir -p "$TRANSQUEUE_DATA/ref" && chown 1000:1000 "$TRANSQUEUE_DATA/ref"
 in_stack transqueue translate "/data/in/$DOC" --out "/data/ref/$OUT" >/dev/null 2>&1 || fail "transqueue translate"
 job=$(in_stack transqueue submit "/data/in/$DOC" --out /data/out)
+submitted=$SECONDS
 say "job: $job, $sentences distinct sentences made of tests/data/tiny_corpus.tsv pairs"
 
 victim=$(compose ps -q worker | sed -n 1p)
@@ -124,7 +138,7 @@ say "killed worker $(docker inspect -f '{{.Name}}' "$victim" | tr -d /) at $done
 if [[ -n "$SCREENSHOT" ]]; then  # while the job runs, on the one worker left
     page="http://admin:$FLOWER_PASSWORD@127.0.0.1:$FLOWER_PORT/tasks"
     browse=(chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=8000)
-    "${browse[@]}" --window-size=1280,560 --screenshot="$SCREENSHOT" "$page" >/dev/null 2>&1 \
+    "${browse[@]}" --window-size=1600,600 --screenshot="$SCREENSHOT" "$page" >/dev/null 2>&1 \
         || fail "Chromium screenshot of Flower's tasks page"
     "${browse[@]}" --dump-dom "$page" 2>/dev/null >"$WORK/tasks.html" || fail "Chromium --dump-dom"
     seen=$(python3 deploy/flower_tasks_check.py "$WORK/tasks.html" "$TRANSQUEUE_DATA/in/$DOC" "$job") \
@@ -133,8 +147,9 @@ if [[ -n "$SCREENSHOT" ]]; then  # while the job runs, on the one worker left
     say "flower: screenshot in $SCREENSHOT, $(du -k "$SCREENSHOT" | cut -f1) KB"
 fi
 in_stack transqueue wait "$job" --quiet || fail "job $job did not complete"
-say "job: complete after the kill; $(in_stack transqueue status "$job" \
-    | awk '/^(sentences|dead letters)/' | tr -s ' ' | paste -sd ',' | sed 's/,/, /g')"
+say "job: complete $((SECONDS - submitted)) s after submit; $(in_stack transqueue status "$job" \
+    | awk '/^(sentences|dead letters)/' | tr -s ' ' | paste -sd ';' | sed 's/;/, /g')"
+say "killed worker: $(docker inspect -f '{{.State.Status}}, exit code {{.State.ExitCode}}, {{.RestartCount}} restarts' "$victim")"
 
 curl -sf -u "admin:$FLOWER_PASSWORD" "http://127.0.0.1:$FLOWER_PORT/api/tasks" >"$WORK/tasks.json" \
     || fail "Flower /api/tasks"
