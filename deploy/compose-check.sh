@@ -66,7 +66,7 @@ settled() {  # "settled total" of a job, from `transqueue status`
     in_stack transqueue status "$1" | awk '/^sentences/ { split($2, a, "/"); print a[1], a[2] }'
 }
 
-sample_stats() {  # every container's memory, every second, until killed
+sample_stats() {  # every container's memory, a round every 2-3 s (docker stats is slow), until killed
     while true; do
         docker stats --no-stream --format '{{.Name}}\t{{.MemUsage}}' \
             $(compose ps -q) 2>/dev/null || true
