@@ -3,7 +3,10 @@
 # The package is installed without its [export] extra, so the image holds no torch,
 # transformers or sentencepiece: models are exported elsewhere (`transqueue export`) and
 # mounted as a bundle directory (TRANSQUEUE_BUNDLE); without one, the bundled demo model runs.
-FROM python:3.11-slim
+# BASE: any image with python3 (>= 3.10) and its venv module; deploy/base-image.sh builds one
+# from Debian without a registry (deploy/compose-check.sh passes it).
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -18,9 +21,11 @@ COPY producer producer
 COPY store store
 COPY worker worker
 COPY models models
-RUN pip install ".[monitor]" \
- && python -c "import importlib.util as u, sys; heavy = [m for m in ('torch', 'transformers', 'sentencepiece') if u.find_spec(m)]; sys.exit(f'export-time packages in the image: {heavy}' if heavy else 0)"
+RUN python3 -m venv /opt/transqueue \
+ && /opt/transqueue/bin/pip install ".[monitor]" \
+ && /opt/transqueue/bin/python -c "import importlib.util as u, sys; heavy = [m for m in ('torch', 'transformers', 'sentencepiece') if u.find_spec(m)]; sys.exit(f'export-time packages in the image: {heavy}' if heavy else 0)"
 
+ENV PATH=/opt/transqueue/bin:$PATH
 USER transqueue
 # One worker container owns 2 CPUs: one solo-pool process whose Translator decodes two
 # sentences side by side, one ONNX Runtime thread each (bench/pool_results.md).
