@@ -67,6 +67,12 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
     help="Decoder precision [TRANSQUEUE_PRECISION].",
 )
 @click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    help="CSV/TSV column to translate: a header name, or else a 0-based index (repeatable).",
+)
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
@@ -76,6 +82,7 @@ def translate_command(
     model: Path | None,
     precision: str,
     fields: tuple[str, ...],
+    columns: tuple[str, ...],
     reflow: bool,
     force: bool,
     threads: int | None,
@@ -83,14 +90,18 @@ def translate_command(
     """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
 
     Files keep their structure: .txt line by line (or --reflow paragraphs), .md with code,
-    links and markup kept, .jsonl with only the --field values translated. With '-', each
+    links and markup kept, .jsonl with only the --field values translated, .csv/.tsv with
+    only the --column cells translated; any of them may be compressed (.gz, .zst), and the
+    output is compressed the same way. With '-', each
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
-    read = ReadOptions(fields=fields, reflow=reflow)
+    read = ReadOptions(fields=fields, reflow=reflow, columns=columns)
     if Path("-") in inputs:
         if len(inputs) > 1 or out is not None:
             raise click.UsageError("'-' reads stdin alone and writes to stdout")
+        if columns:
+            raise click.UsageError("--column reads .csv/.tsv files, not stdin")
         _translate_stdin(load_translator(model, precision, threads), read)
         return
     report = RunReport()

@@ -43,10 +43,11 @@ CHUNK_SORT_WINDOW = 256
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
 MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
-#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB). A file over it fails,
-#: naming its size, before a byte is read. A document is read and parsed whole: translate
-#: peaks near 10 and submit near 14 bytes of memory per byte of ordinary text, more for very
-#: short lines (bench/inputs_results.md), and a submitted document's stored layout (about 2.5
+#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
+#: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
+#: byte is read (a compressed one as soon as its decompressed bytes pass it). A document is
+#: read and parsed whole: translate peaks near 10 and submit near 14 bytes of memory per byte
+#: of ordinary text, more for very short lines (bench/inputs_results.md), and a submitted document's stored layout (about 2.5
 #: times its text) must fit in one Redis value (512 MB by default). Split bigger corpora into
 #: several files.
 MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
@@ -75,4 +76,16 @@ FORMAT_BY_SUFFIX = {
     ".md": "md",
     ".markdown": "md",
     ".jsonl": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
 }
+
+#: Compression suffixes accepted after a format suffix (``corpus.jsonl.zst``): the file is
+#: decompressed as it is read and its translation is written compressed the same way.
+COMPRESSION_SUFFIXES = (".gz", ".zst")
+
+#: zstd level of compressed outputs (zstd's own default: fast, and near gzip -9 in size).
+ZSTD_LEVEL = 3
+
+#: Field delimiter of each delimited-table format (RFC 4180 quoting for both).
+DELIMITERS = {"csv": ",", "tsv": "\t"}

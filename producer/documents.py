@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from producer import defaults
-from producer.formats import jsonl, markdown, text
+from producer.compression import split_name
+from producer.formats import jsonl, markdown, table, text
 from producer.inputs import Limits, decode_input, read_input
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
 
@@ -25,7 +26,7 @@ __all__ = [
     "read_document",
 ]
 
-FORMATS = ("txt", "md", "jsonl")
+FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,13 @@ class ReadOptions:
     ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
     paragraphs rather than one unit per line.
     ``limits``: the longest line and the largest file read (``producer.inputs``).
+    ``columns``: the CSV/TSV columns to translate (header names, or else 0-based indexes).
     """
 
     fields: tuple[str, ...] = ()
     reflow: bool = False
     limits: Limits = Limits()
+    columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -65,12 +68,16 @@ class Document:
 
 
 def format_of(path: Path) -> str:
-    """The format name for ``path``'s suffix; DocumentError for an unknown suffix."""
-    fmt = defaults.FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    """The format name for ``path``'s suffix (before a compression suffix such as ``.gz``);
+    DocumentError for an unknown suffix."""
+    suffix = split_name(path)[1]
+    fmt = defaults.FORMAT_BY_SUFFIX.get(suffix.lower())
     if fmt is None:
         supported = ", ".join(sorted(defaults.FORMAT_BY_SUFFIX))
+        compressed = ", ".join(defaults.COMPRESSION_SUFFIXES)
         raise DocumentError(
-            f"{path}: unsupported format {path.suffix or '(no suffix)'!r}; supported suffixes: {supported}"
+            f"{path}: unsupported format {suffix or '(no suffix)'!r}; supported suffixes: {supported}"
+            f" (each optionally followed by {compressed})"
         )
     return fmt
 
@@ -91,7 +98,7 @@ def parse_text(
     *,
     first_line: int = 1,
 ) -> Document:
-    """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl").
+    """Parse ``content`` as ``fmt`` ("txt", "md", "jsonl", "csv" or "tsv").
 
     ``first_line`` is the line number of the content's first line in error messages (for
     content cut from a longer stream).
@@ -107,12 +114,18 @@ def parse_text(
         if not options.fields:
             raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
         jsonl.build(builder, options.fields, where, options.reflow, first_line)
+    elif fmt in defaults.DELIMITERS:
+        if not options.columns:
+            raise DocumentError(f"{where}: a {fmt.upper()} document needs at least one column (--column)")
+        table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     return Document(path, segments, builder.finish())
 
 
 def output_path(input_path: Path) -> Path:
-    """Where the translation of ``input_path`` goes: ``report.md`` -> ``report.zh.md``."""
+    """Where the translation of ``input_path`` goes: ``report.md`` -> ``report.zh.md``,
+    ``rows.csv.gz`` -> ``rows.zh.csv.gz``."""
     input_path = Path(input_path)
-    return input_path.with_name(f"{input_path.stem}{defaults.OUTPUT_INFIX}{input_path.suffix}")
+    stem, suffix, compression = split_name(input_path)
+    return input_path.with_name(f"{stem}{defaults.OUTPUT_INFIX}{suffix}{compression}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from producer import defaults
+from producer.compression import compressing, compression_of, split_name
 from producer.documents import DocumentError, output_path
 
 
@@ -77,12 +78,9 @@ def _walk(root: Path, out: Path) -> Iterator[Path]:
         subdirectories[:] = [d for d in subdirectories if _real(base / d) != out]
         for name in sorted(names):
             path = base / name
-            if path.suffix.lower() in defaults.FORMAT_BY_SUFFIX and not _is_translation(path):
+            stem, suffix, _ = split_name(path)
+            if suffix.lower() in defaults.FORMAT_BY_SUFFIX and Path(stem).suffix != defaults.OUTPUT_INFIX:
                 yield path
-
-
-def _is_translation(path: Path) -> bool:
-    return Path(path.stem).suffix == defaults.OUTPUT_INFIX
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -90,15 +88,18 @@ def write_atomic(path: Path, text: str) -> None:
 
     The text goes to a temporary file in the same directory, is flushed to disk, then
     renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
-    It is encoded a piece at a time, so a big text never exists twice in memory.
+    It is encoded a piece at a time, so a big text never exists twice in memory. A ``path``
+    ending in ``.gz`` or ``.zst`` is written compressed that way (`producer.compression`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     piece = defaults.WRITE_CHUNK_CHARS
     try:
         with open(temporary, "wb") as handle:
+            writer = compressing(handle, compression_of(path))
             for start in range(0, len(text), piece):
-                handle.write(text[start : start + piece].encode("utf-8"))
+                writer.write(text[start : start + piece].encode("utf-8"))
+            writer.close()
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

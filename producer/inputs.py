@@ -2,10 +2,10 @@
 
 `read_input` is used by `transqueue translate` (``producer.documents.read_document``),
 `transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
-only regular files: a FIFO, socket or device is refused by name without being opened for
-reading (a FIFO would block ``open()``, ``/dev/zero`` never ends), and so is a file over
-``Limits.file_bytes``. Lines are measured as the bytes arrive, and reading stops at the
-first one over ``Limits.line_bytes``, so a file made of one endless line costs about one
+only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
+device is refused by name without being opened for reading (a FIFO would block ``open()``,
+``/dev/zero`` never ends), and so is a file over ``Limits.file_bytes`` (decompressed bytes).
+Lines are measured as the bytes arrive, and reading stops at the first one over ``Limits.line_bytes``, so a file made of one endless line costs about one
 line of memory and time before it fails. Symbolic link loops and dangling links are
 OSErrors that say so. Each failure concerns one file: callers report it (`failure`) and go
 on with the others.
@@ -14,16 +14,22 @@ on with the others.
 from __future__ import annotations
 
 import errno
+import gzip
 import io
 import os
 import stat
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
+import zstandard
+
 from producer import defaults
+from producer.compression import compression_of, decompressing
 from producer.layout import DocumentError
 
 #: What each kind of file that is not a regular file is called in messages.
@@ -54,16 +60,27 @@ def read_input(path: Path, limits: Limits = Limits()) -> bytes:
     """
     _check_file(path, _stat(path), limits)  # before open(): it would block on a FIFO
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with open(descriptor, "rb", buffering=0) as handle:
+    with open(descriptor, "rb", buffering=0) as raw:
         _check_file(path, os.fstat(descriptor), limits)  # what was opened, had it been swapped
         lines = _LineMeter(str(path), limits.line_bytes)
         content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
-        while chunk := handle.read(defaults.READ_CHUNK_BYTES):
-            lines.feed(chunk)
-            if content.tell() + len(chunk) > limits.file_bytes:  # it grew since it was checked
-                raise DocumentError(f"{path}: {_over_file_limit(limits)}")
-            content.write(chunk)
+        with _decompression_errors(path):
+            handle = decompressing(raw, compression_of(path))
+            while chunk := handle.read(defaults.READ_CHUNK_BYTES):
+                lines.feed(chunk)
+                if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
+                    raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+                content.write(chunk)
         return content.getvalue()
+
+
+@contextmanager
+def _decompression_errors(path: Path) -> Iterator[None]:
+    """A corrupt or truncated ``.gz``/``.zst`` stream as a DocumentError naming ``path``."""
+    try:
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error, zstandard.ZstdError) as error:
+        raise DocumentError(f"{path}: not a valid {compression_of(path)} stream ({error})") from None
 
 
 def decode_input(data: bytes, where: str | Path) -> str:

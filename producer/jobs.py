@@ -117,7 +117,13 @@ def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) ->
             slots.append(slot_of[segment.text])
         documents.append(
             DocumentRecord(
-                source.name, source.fmt, tuple(slots), options.fields, options.reflow, source.target
+                source.name,
+                source.fmt,
+                tuple(slots),
+                options.fields,
+                options.reflow,
+                source.target,
+                options.columns,
             )
         )
         layouts.append(dump_document(document))
