@@ -45,11 +45,11 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
 #: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
 #: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
-#: byte is read (a compressed one as soon as its decompressed bytes pass it). A document is
-#: read and parsed whole: translate peaks near 10 and submit near 14 bytes of memory per byte
-#: of ordinary text, more for very short lines (bench/inputs_results.md), and a submitted document's stored layout (about 2.5
-#: times its text) must fit in one Redis value (512 MB by default). Split bigger corpora into
-#: several files.
+#: byte is read (a compressed one as soon as its decompressed bytes pass it). A document is read
+#: and parsed whole: translate peaks near 10 and submit near 14 bytes of memory per byte of
+#: ordinary text, more for very short lines (bench/inputs_results.md), and a submitted
+#: document's stored layout (about 2.5 times its text) must fit in one Redis value (512 MB by
+#: default). Split bigger corpora into several files.
 MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it

@@ -5,10 +5,10 @@
 only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
 device is refused by name without being opened for reading (a FIFO would block ``open()``,
 ``/dev/zero`` never ends), and so is a file over ``Limits.file_bytes`` (decompressed bytes).
-Lines are measured as the bytes arrive, and reading stops at the first one over ``Limits.line_bytes``, so a file made of one endless line costs about one
-line of memory and time before it fails. Symbolic link loops and dangling links are
-OSErrors that say so. Each failure concerns one file: callers report it (`failure`) and go
-on with the others.
+Lines are measured as the bytes arrive, and reading stops at the first one over
+``Limits.line_bytes``, so a file made of one endless line costs about one line of memory and
+time before it fails. Symbolic link loops and dangling links are OSErrors that say so. Each
+failure concerns one file: callers report it (`failure`) and go on with the others.
 """
 
 from __future__ import annotations
