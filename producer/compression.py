@@ -36,7 +36,7 @@ def decompressing(raw: BinaryIO, compression: str) -> BinaryIO:
     if compression == ".gz":
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     if compression == ".zst":
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
+        return _ZstdReader(raw)  # type: ignore[return-value]
     return raw
 
 
@@ -47,6 +47,37 @@ def compressing(raw: BinaryIO, compression: str) -> BinaryIO:
     if compression == ".zst":
         return zstandard.ZstdCompressor(level=defaults.ZSTD_LEVEL).stream_writer(raw, closefd=False)
     return _Unclosed(raw)
+
+
+class _ZstdReader:
+    """The decompressed bytes of a zstd stream of one or more frames, ``raw`` fed a little at a
+    time (``defaults.ZSTD_FEED_BYTES``) so that one piece never inflates past a bound.
+
+    Unlike zstandard's ``stream_reader``, a stream cut short in a frame is an error
+    (``zstandard.ZstdError``), not a silent end.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.frame = zstandard.ZstdDecompressor().decompressobj()
+        self.started = False  # whether the current frame has had any input
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to about ``size`` decompressed bytes (more when one fed piece inflates more);
+        ``b""`` at the end of the stream."""
+        out = bytearray()
+        while size < 0 or len(out) < size:
+            piece = self.frame.unused_data if self.frame.eof else b""
+            if self.frame.eof:
+                self.frame, self.started = zstandard.ZstdDecompressor().decompressobj(), False
+            piece = piece or self.raw.read(defaults.ZSTD_FEED_BYTES)
+            if not piece:
+                if self.started:
+                    raise zstandard.ZstdError("the stream ends in the middle of a frame")
+                break
+            self.started = True
+            out += self.frame.decompress(piece)
+        return bytes(out)
 
 
 class _Unclosed:

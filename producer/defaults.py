@@ -84,6 +84,10 @@ FORMAT_BY_SUFFIX = {
 #: decompressed as it is read and its translation is written compressed the same way.
 COMPRESSION_SUFFIXES = (".gz", ".zst")
 
+#: Compressed bytes of a ``.zst`` input decompressed at a time: zstd inflates at most about
+#: 32,000 times, so one piece never becomes more than about 64 MiB, and usually a few MiB.
+ZSTD_FEED_BYTES = 2048
+
 #: zstd level of compressed outputs (zstd's own default: fast, and near gzip -9 in size).
 ZSTD_LEVEL = 3
 
