@@ -43,7 +43,7 @@ def decompressing(raw: BinaryIO, compression: str) -> BinaryIO:
 def compressing(raw: BinaryIO, compression: str) -> BinaryIO:
     """A writer that compresses into ``raw``; closing it finishes the stream, not ``raw``."""
     if compression == ".gz":
-        return gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)  # type: ignore[return-value]
+        return gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0)  # type: ignore[return-value]
     if compression == ".zst":
         return zstandard.ZstdCompressor(level=defaults.ZSTD_LEVEL).stream_writer(raw, closefd=False)
     return _Unclosed(raw)
