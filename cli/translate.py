@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
-from producer.documents import DocumentError, ReadOptions
+from producer.documents import Document, DocumentError, ReadOptions
 from producer.files import plan_files
 from producer.inputs import stdin_lines
 from producer.pipeline import (
@@ -112,11 +112,15 @@ def translate_command(
     documents = read_tasks(tasks, RunOptions(read=read, force=force), report)
     for error in report.errors:
         click.echo(f"error: {error}", err=True)
+    shown = len(report.errors)
     if documents:
         translator = load_translator(model, precision, threads)
-        total = sum(len(document.segments) for _, document in documents)
+        whole = [document for _, document in documents if isinstance(document, Document)]
+        total = sum(len(document.segments) for document in whole) if len(whole) == len(documents) else None
         with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
             translate_files(documents, translator, report, progress=bar.update)
+    for error in report.errors[shown:]:  # streamed files found invalid part way
+        click.echo(f"error: {error}", err=True)
     click.echo(report.summary(), err=True)
     if report.errors:
         sys.exit(1)

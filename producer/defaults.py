@@ -56,6 +56,17 @@ MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20))
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20
 
+#: Bytes of a streamed record file (``producer.streaming``) read, parsed, translated and written
+#: at a time, cut after a whole record. Each window's distinct sentences go to the model in one
+#: call, so a window should hold a few thousand sentences for full batches; memory is a few
+#: times this, whatever the size of the file.
+STREAM_WINDOW_BYTES = 1 << 20
+
+#: Distinct sentences (with their translations) `transqueue translate` remembers in a run, the
+#: most recent ones: a sentence repeated within them is translated once. Bounds the memory of
+#: a run over a big corpus (a few hundred bytes an entry: about 50 MB).
+TRANSLATION_MEMORY_ENTRIES = 100_000
+
 #: Characters of an output text encoded and written at a time (``producer.files.write_atomic``),
 #: so that the UTF-8 bytes of a big document are never held all at once next to its text.
 WRITE_CHUNK_CHARS = 1 << 20

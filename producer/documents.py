@@ -97,11 +97,13 @@ def parse_text(
     path: Path | None = None,
     *,
     first_line: int = 1,
+    header: Sequence[str] | None = None,
 ) -> Document:
     """Parse ``content`` as ``fmt`` ("txt", "md", "jsonl", "csv" or "tsv").
 
     ``first_line`` is the line number of the content's first line in error messages (for
-    content cut from a longer stream).
+    content cut from a longer stream); ``header``, for a window of a CSV/TSV table after its
+    first, is the table's header (the content then has none).
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
@@ -117,7 +119,7 @@ def parse_text(
     elif fmt in defaults.DELIMITERS:
         if not options.columns:
             raise DocumentError(f"{where}: a {fmt.upper()} document needs at least one column (--column)")
-        table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line)
+        table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line, header)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     return Document(path, segments, builder.finish())

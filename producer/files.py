@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,8 +83,9 @@ def _walk(root: Path, out: Path) -> Iterator[Path]:
                 yield path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 (line endings unchanged) so that no reader sees a partial file.
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, one after another as they come) as UTF-8 (line endings
+    unchanged) so that no reader sees a partial file.
 
     The text goes to a temporary file in the same directory, is flushed to disk, then
     renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
@@ -97,8 +98,9 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with open(temporary, "wb") as handle:
             writer = compressing(handle, compression_of(path))
-            for start in range(0, len(text), piece):
-                writer.write(text[start : start + piece].encode("utf-8"))
+            for part in [text] if isinstance(text, str) else text:
+                for start in range(0, len(part), piece):
+                    writer.write(part[start : start + piece].encode("utf-8"))
             writer.close()
             handle.flush()
             os.fsync(handle.fileno())

@@ -51,27 +51,35 @@ class Limits:
 
 
 def read_input(path: Path, limits: Limits = Limits()) -> bytes:
-    """The bytes of the input file ``path`` (symbolic links followed).
+    """The bytes of the input file ``path`` (symbolic links followed), decompressed.
 
     DocumentError for a file that is not a regular file, is larger than
     ``limits.file_bytes`` (naming its size) or has a line longer than ``limits.line_bytes``
     (naming file:line). OSError for a file that cannot be read, with a message that names a
     symbolic link loop or a dangling link as such.
     """
-    _check_file(path, _stat(path), limits)  # before open(): it would block on a FIFO
+    _check_size(path, _stat(path), limits)
+    content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
+    for chunk in stream_input(path, limits.line_bytes):
+        if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
+            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+        content.write(chunk)
+    return content.getvalue()
+
+
+def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The (decompressed) bytes of the input file ``path`` in pieces of about
+    ``READ_CHUNK_BYTES``, however big it is: errors as ``read_input``, without its file limit."""
+    _check_file(path, _stat(path))  # before open(): it would block on a FIFO
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with open(descriptor, "rb", buffering=0) as raw:
-        _check_file(path, os.fstat(descriptor), limits)  # what was opened, had it been swapped
-        lines = _LineMeter(str(path), limits.line_bytes)
-        content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
+        _check_file(path, os.fstat(descriptor))  # what was opened, had it been swapped
+        lines = _LineMeter(str(path), line_bytes)
         with _decompression_errors(path):
             handle = decompressing(raw, compression_of(path))
             while chunk := handle.read(defaults.READ_CHUNK_BYTES):
                 lines.feed(chunk)
-                if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
-                    raise DocumentError(f"{path}: {_over_file_limit(limits)}")
-                content.write(chunk)
-        return content.getvalue()
+                yield chunk
 
 
 @contextmanager
@@ -83,12 +91,13 @@ def _decompression_errors(path: Path) -> Iterator[None]:
         raise DocumentError(f"{path}: not a valid {compression_of(path)} stream ({error})") from None
 
 
-def decode_input(data: bytes, where: str | Path) -> str:
-    """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise."""
+def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
+    """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise
+    (``first_line``: the number of the line ``data`` starts with)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
+        line = data.count(b"\n", 0, error.start) + first_line
         raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
 
 
@@ -126,10 +135,14 @@ def _stat(path: Path) -> os.stat_result:
         raise OSError(errno.ELOOP, "symbolic link loop", str(path)) from None
 
 
-def _check_file(path: Path, status: os.stat_result, limits: Limits) -> None:
+def _check_file(path: Path, status: os.stat_result) -> None:
     if not stat.S_ISREG(status.st_mode):
         kind = _KINDS.get(stat.S_IFMT(status.st_mode), "a special file")
         raise DocumentError(f"{path}: not a regular file ({kind}); not read")
+
+
+def _check_size(path: Path, status: os.stat_result, limits: Limits) -> None:
+    _check_file(path, status)
     if status.st_size > limits.file_bytes:
         raise DocumentError(f"{path}: {status.st_size:,} bytes, {_over_file_limit(limits)}")
 

@@ -23,23 +23,34 @@ def build(
     delimiter: str,
     where: str,
     first_line: int = 1,
+    header: Sequence[str] | None = None,
 ) -> None:
     """Lay out ``builder.source`` as a table with a header, translating ``columns``.
 
     A column is a header name, or else a 0-based index. A cell is laid out like a ``.txt``
     document (one unit per line). A missing column, an unterminated quoted cell or text
     after a closing quote is a DocumentError naming ``where``:line (from ``first_line``).
+    With ``header`` (the names of a table's header, ``header_of``), the source is a later
+    window of that table's records, without the header.
     """
     source = builder.source
     scanned = scan(source, delimiter, where, first_line)
-    header = next(scanned, None)
     if header is None:
-        return
-    indexes = column_indexes([cell_value(source[s:e]) for s, e in header], columns, where)
+        first = next(scanned, None)
+        if first is None:
+            return
+        header = [cell_value(source[s:e]) for s, e in first]
+    indexes = column_indexes(header, columns, where)
     for record in scanned:
         for index in indexes:
             if index < len(record):
                 _translate_cell(builder, *record[index], codec)
+
+
+def header_of(text: str, delimiter: str, where: str) -> list[str]:
+    """The names in the header (first record) of the table ``text``; empty for no record."""
+    first = next(scan(text, delimiter, where), [])
+    return [cell_value(text[s:e]) for s, e in first]
 
 
 def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) -> list[int]:
@@ -63,15 +74,24 @@ def cell_value(raw: str) -> str:
     return raw[1:-1].replace('""', '"') if raw.startswith('"') else raw
 
 
-def scan(text: str, delimiter: str, where: str, first_line: int = 1) -> Iterator[Record]:
+def scan(
+    text: str, delimiter: str, where: str, first_line: int = 1, partial: bool = False
+) -> Iterator[Record]:
     """The records of ``text``, each the raw spans of its cells; a line ending (LF or CRLF)
-    outside quotes ends a record. DocumentError for malformed quoting, naming the line."""
+    outside quotes ends a record. DocumentError for malformed quoting, naming the line; a
+    quoted cell left open ends the records instead if ``text`` is ``partial`` (cut short)."""
     position, end = 0, len(text)
     while position < end:
         record: Record = []
         while True:
             if text.startswith('"', position):
-                stop = _closing_quote(text, position, where, first_line) + 1
+                closing = _closing_quote(text, position)
+                if closing < 0:
+                    if partial:
+                        return
+                    line = first_line + text.count("\n", 0, position)
+                    raise DocumentError(f"{where}:{line}: a quoted cell is never closed")
+                stop = closing + 1
                 if stop < end and text[stop] not in (delimiter, "\n") and not text.startswith("\r\n", stop):
                     line = first_line + text.count("\n", 0, stop)
                     raise DocumentError(f"{where}:{line}: text after the closing quote of a quoted cell")
@@ -90,20 +110,20 @@ def record_end(text: str, delimiter: str, where: str, first_line: int = 1) -> in
     """The offset just past the last complete record of ``text`` (one that ends in a line
     break outside quotes), 0 if none: where a window of a bigger table can be cut."""
     cut = 0
-    for record in scan(text, delimiter, where, first_line):
+    for record in scan(text, delimiter, where, first_line, partial=True):
         stop = record[-1][1]
         if stop < len(text):
             cut = stop + (2 if text.startswith("\r\n", stop) else 1)
     return cut
 
 
-def _closing_quote(text: str, opening: int, where: str, first_line: int) -> int:
+def _closing_quote(text: str, opening: int) -> int:
+    """The offset of the quote closing the cell opened at ``opening``, or -1."""
     position = opening + 1
     while True:
         quote = text.find('"', position)
         if quote < 0:
-            line = first_line + text.count("\n", 0, opening)
-            raise DocumentError(f"{where}:{line}: a quoted cell is never closed")
+            return -1
         if not text.startswith('""', quote):
             return quote
         position = quote + 2
