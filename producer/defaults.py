@@ -89,9 +89,11 @@ FORMAT_BY_SUFFIX = {
     ".jsonl": "jsonl",
     ".csv": "csv",
     ".tsv": "tsv",
+    ".parquet": "parquet",
 }
 
-#: Compression suffixes accepted after a format suffix (``corpus.jsonl.zst``): the file is
+#: Compression suffixes accepted after a format suffix (``corpus.jsonl.zst``; not on
+#: ``.parquet``, which is compressed inside): the file is
 #: decompressed as it is read and its translation is written compressed the same way.
 COMPRESSION_SUFFIXES = (".gz", ".zst")
 

@@ -28,6 +28,11 @@ __all__ = [
 
 FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
 
+#: Why a Parquet file is not read as a text document (``producer.formats.parquet`` reads it).
+PARQUET_TRANSLATE_ONLY = (
+    "a Parquet file is translated by `transqueue translate` only (jobs store documents as text)"
+)
+
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -87,6 +92,8 @@ def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
     choosing the format by suffix."""
     path = Path(path)
     fmt = format_of(path)
+    if fmt == "parquet":
+        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
     return parse_text(decode_input(read_input(path, options.limits), path), fmt, options, path)
 
 

@@ -135,6 +135,12 @@ def _stat(path: Path) -> os.stat_result:
         raise OSError(errno.ELOOP, "symbolic link loop", str(path)) from None
 
 
+def check_regular(path: Path) -> None:
+    """DocumentError unless ``path`` is a regular file (symbolic links followed), as
+    ``read_input`` checks it, for a reader that opens files itself (Parquet)."""
+    _check_file(path, _stat(path))
+
+
 def _check_file(path: Path, status: os.stat_result) -> None:
     if not stat.S_ISREG(status.st_mode):
         kind = _KINDS.get(stat.S_IFMT(status.st_mode), "a special file")

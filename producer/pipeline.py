@@ -4,7 +4,8 @@
 translates each document's sentences with a `models.protocol.SentenceTranslator` (in practice
 ``models.translator.Translator``), renders and writes it atomically. A record file (``.txt``
 lines, ``.jsonl``, ``.csv``, ``.tsv``, compressed or not) is streamed instead
-(``producer.streaming``): translated and written window by window into its temporary file.
+(``producer.streaming``): translated and written window by window into its temporary file,
+and a Parquet file row group by row group (``producer.formats.parquet``).
 ``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
 A sentence repeated in a run is translated once, as long as the run's translation memory
 (``TRANSLATION_MEMORY_ENTRIES``, the most recent ones) still holds it.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from producer.documents import (
     read_document,
 )
 from producer.files import FileTask, write_atomic
+from producer.formats.parquet import ParquetDocument
 from producer.inputs import failure, line_too_long
 from producer.streaming import StreamedDocument, is_streamed
 
@@ -101,21 +104,25 @@ class Translations:
 
 def read_tasks(
     tasks: Iterable[FileTask], options: RunOptions, report: RunReport
-) -> list[tuple[FileTask, Document | StreamedDocument]]:
+) -> list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]]:
     """Parse each task's document (a record file: only check that it can be parsed, see
     ``producer.streaming``); existing outputs are skipped unless ``force``.
 
     A document that cannot be read or parsed is recorded in ``report.errors``; the others go on.
     """
-    documents: list[tuple[FileTask, Document | StreamedDocument]] = []
+    documents: list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]] = []
     for task in tasks:
         if task.target.exists() and not options.force:
             report.skipped.append(task.target)
             continue
         try:
             fmt = format_of(task.source)
-            if is_streamed(fmt, options.read):
-                streamed = StreamedDocument(task.source, fmt, options.read)
+            if fmt == "parquet" or is_streamed(fmt, options.read):
+                streamed: StreamedDocument | ParquetDocument = (
+                    ParquetDocument(task.source, options.read)
+                    if fmt == "parquet"
+                    else StreamedDocument(task.source, fmt, options.read)
+                )
                 streamed.check()
                 documents.append((task, streamed))
             else:
@@ -126,7 +133,7 @@ def read_tasks(
 
 
 def translate_files(
-    documents: Iterable[tuple[FileTask, Document | StreamedDocument]],
+    documents: Iterable[tuple[FileTask, Document | StreamedDocument | ParquetDocument]],
     translator: SentenceTranslator,
     report: RunReport,
     progress: Progress = lambda n: None,
@@ -145,9 +152,8 @@ def translate_files(
             if isinstance(document, Document):
                 write_atomic(task.target, document.render(translations.of(document, progress)))
             else:
-                windows = (window.render(translations.of(window, progress)) for window in document.windows())
                 try:
-                    write_atomic(task.target, windows)
+                    document.write(task.target, partial(translations.of, progress=progress))
                 except (DocumentError, OSError) as error:
                     report.errors.append(failure(task.source, error))
                     continue

@@ -12,12 +12,13 @@ does not apply, the line limit does (and for a table, a record may not be longer
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from producer import defaults
 from producer.documents import Document, ReadOptions, parse_text
+from producer.files import write_atomic
 from producer.formats import table
 from producer.inputs import decode_input, line_too_long, stream_input
 
@@ -61,6 +62,11 @@ class StreamedDocument:
         text = decode_input(bytes(pending), self.path, first_line)
         if text or first_line == 1:
             yield self._parse(text, first_line, header)
+
+    def write(self, target: Path, translate: Callable[[Document], list[str]]) -> None:
+        """Translate (``translate``: the translation of each segment of a document), render
+        and append each window to ``target``'s temporary file, renamed into place at the end."""
+        write_atomic(target, (window.render(translate(window)) for window in self.windows()))
 
     def check(self) -> None:
         """DocumentError now, before anything is read, if the options cannot parse this
