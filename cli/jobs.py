@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import cli_store, duration, job_info, model_key_of
+from cli.common import cli_store, duration, job_info, model_key_of, record_options
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import stdin_lines
@@ -47,13 +47,7 @@ NO_MODEL = (
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory the translations are fetched to (required for files).",
 )
-@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
-@click.option(
-    "--column",
-    "columns",
-    multiple=True,
-    help="CSV/TSV column to translate: a header name, or else a 0-based index (repeatable).",
-)
+@record_options
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
 @click.option(
     "--model",

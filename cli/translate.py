@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from cli.common import record_options
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import Document, DocumentError, ReadOptions
@@ -66,13 +67,7 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
     envvar="TRANSQUEUE_PRECISION",
     help="Decoder precision [TRANSQUEUE_PRECISION].",
 )
-@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
-@click.option(
-    "--column",
-    "columns",
-    multiple=True,
-    help="CSV/TSV column to translate: a header name, or else a 0-based index (repeatable).",
-)
+@record_options
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
@@ -90,9 +85,9 @@ def translate_command(
     """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
 
     Files keep their structure: .txt line by line (or --reflow paragraphs), .md with code,
-    links and markup kept, .jsonl with only the --field values translated, .csv/.tsv with
-    only the --column cells translated; any of them may be compressed (.gz, .zst), and the
-    output is compressed the same way. With '-', each
+    links and markup kept, .jsonl with only the --field values translated, .csv/.tsv/.parquet with
+    only the --column cells translated; any but .parquet may be compressed (.gz, .zst), and
+    the output is compressed the same way. Record files are streamed in bounded memory. With '-', each
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
