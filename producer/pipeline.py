@@ -8,7 +8,7 @@ lines, ``.jsonl``, ``.csv``, ``.tsv``, compressed or not) is streamed instead
 and a Parquet file row group by row group (``producer.formats.parquet``).
 ``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
 A sentence repeated in a run is translated once, as long as the run's translation memory
-(``TRANSLATION_MEMORY_ENTRIES``, the most recent ones) still holds it.
+(the ``TRANSLATION_MEMORY_ENTRIES`` most recently translated) still holds it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from producer import defaults
 from producer.documents import Document, ReadOptions, parse_text
 from producer.files import write_atomic
 from producer.formats import table
-from producer.inputs import decode_input, line_too_long, stream_input
+from producer.inputs import check_regular, decode_input, line_too_long, stream_input
 
 #: The formats whose files are streamed (``.txt`` only without ``--reflow``).
 STREAMED_FORMATS = ("txt", "jsonl", *defaults.DELIMITERS)
@@ -69,9 +69,11 @@ class StreamedDocument:
         write_atomic(target, (window.render(translate(window)) for window in self.windows()))
 
     def check(self) -> None:
-        """DocumentError now, before anything is read, if the options cannot parse this
-        format (a JSONL file without ``--field``, a table without ``--column``)."""
+        """DocumentError (or OSError) now, before anything is read, if the options cannot
+        parse this format (a JSONL file without ``--field``, a table without ``--column``) or
+        the file is not a regular file (``producer.inputs.check_regular``)."""
         self._parse("", 1, None)
+        check_regular(self.path)
 
     def _whole_records(self, text: str, first_line: int) -> tuple[str, str]:
         """``text`` cut after its last whole table record, and the rest; DocumentError when
