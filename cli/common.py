@@ -9,7 +9,8 @@ unreachable or refusing the credentials.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -19,6 +20,8 @@ from kombu.exceptions import OperationalError
 from store.config import ConfigError, Settings
 from store.jobstore import CorruptRecord, JobInfo, JobStore
 from store.keys import BadName
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit status when Redis cannot be reached or refuses the credentials.
 EXIT_REDIS = 3
@@ -107,6 +110,20 @@ def model_key_of(model: str | None, settings: Settings) -> str:
         return read_manifest(model).model_key(settings.precision)
     except BundleError as error:
         raise click.ClickException(f"--model: {error}") from None
+
+
+def record_options(command: F) -> F:
+    """The options naming what to translate in records, shared by translate and submit:
+    ``--field`` (JSONL, into ``fields``) and ``--column`` (CSV/TSV/Parquet, into ``columns``)."""
+    command = click.option(
+        "--column",
+        "columns",
+        multiple=True,
+        help="CSV/TSV/Parquet column to translate: a header name, or else a 0-based index (repeatable).",
+    )(command)
+    return click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")(
+        command
+    )
 
 
 def job_info(store: JobStore, job_id: str) -> JobInfo:

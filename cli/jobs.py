@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import cli_store, duration, job_info, model_key_of
+from cli.common import cli_store, duration, job_info, model_key_of, record_options
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import stdin_lines
@@ -47,7 +47,7 @@ NO_MODEL = (
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory the translations are fetched to (required for files).",
 )
-@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
+@record_options
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
 @click.option(
     "--model",
@@ -61,6 +61,7 @@ def submit_command(
     paths: tuple[str, ...],
     out: Path | None,
     fields: tuple[str, ...],
+    columns: tuple[str, ...],
     reflow: bool,
     model: str | None,
     strict: bool,
@@ -73,12 +74,14 @@ def submit_command(
     cannot be read or parsed is reported and the others are submitted (exit status 1);
     with --strict, nothing is submitted then.
     """
-    options = ReadOptions(fields=fields, reflow=reflow)
+    options = ReadOptions(fields=fields, reflow=reflow, columns=columns)
     errors: list[str] = []
     try:
         if "-" in paths:
             if len(paths) > 1 or out is not None:
                 raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
+            if columns:
+                raise click.UsageError("--column reads .csv/.tsv files, not stdin")
             limit = options.limits.line_bytes
             units = stream_units(stdin_lines(sys.stdin.buffer, limit), reflow, limit)
             parsed = [(s, parse_source(s, options)) for s in stdin_sources(units, fields)]

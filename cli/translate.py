@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from cli.common import record_options
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
-from producer.documents import DocumentError, ReadOptions
+from producer.documents import Document, DocumentError, ReadOptions
 from producer.files import plan_files
 from producer.inputs import stdin_lines
 from producer.pipeline import (
@@ -66,7 +67,7 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
     envvar="TRANSQUEUE_PRECISION",
     help="Decoder precision [TRANSQUEUE_PRECISION].",
 )
-@click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
+@record_options
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
@@ -76,6 +77,7 @@ def translate_command(
     model: Path | None,
     precision: str,
     fields: tuple[str, ...],
+    columns: tuple[str, ...],
     reflow: bool,
     force: bool,
     threads: int | None,
@@ -83,14 +85,18 @@ def translate_command(
     """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
 
     Files keep their structure: .txt line by line (or --reflow paragraphs), .md with code,
-    links and markup kept, .jsonl with only the --field values translated. With '-', each
+    links and markup kept, .jsonl with only the --field values translated, .csv/.tsv/.parquet with
+    only the --column cells translated; any but .parquet may be compressed (.gz, .zst), and
+    the output is compressed the same way. Record files are streamed in bounded memory. With '-', each
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
-    read = ReadOptions(fields=fields, reflow=reflow)
+    read = ReadOptions(fields=fields, reflow=reflow, columns=columns)
     if Path("-") in inputs:
         if len(inputs) > 1 or out is not None:
             raise click.UsageError("'-' reads stdin alone and writes to stdout")
+        if columns:
+            raise click.UsageError("--column reads .csv/.tsv files, not stdin")
         _translate_stdin(load_translator(model, precision, threads), read)
         return
     report = RunReport()
@@ -101,11 +107,15 @@ def translate_command(
     documents = read_tasks(tasks, RunOptions(read=read, force=force), report)
     for error in report.errors:
         click.echo(f"error: {error}", err=True)
+    shown = len(report.errors)
     if documents:
         translator = load_translator(model, precision, threads)
-        total = sum(len(document.segments) for _, document in documents)
+        whole = [document for _, document in documents if isinstance(document, Document)]
+        total = sum(len(document.segments) for document in whole) if len(whole) == len(documents) else None
         with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
             translate_files(documents, translator, report, progress=bar.update)
+    for error in report.errors[shown:]:  # streamed files found invalid part way
+        click.echo(f"error: {error}", err=True)
     click.echo(report.summary(), err=True)
     if report.errors:
         sys.exit(1)

@@ -43,17 +43,29 @@ CHUNK_SORT_WINDOW = 256
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
 MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
-#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB). A file over it fails,
-#: naming its size, before a byte is read. A document is read and parsed whole: translate
-#: peaks near 10 and submit near 14 bytes of memory per byte of ordinary text, more for very
-#: short lines (bench/inputs_results.md), and a submitted document's stored layout (about 2.5
-#: times its text) must fit in one Redis value (512 MB by default). Split bigger corpora into
-#: several files.
+#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
+#: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
+#: byte is read (a compressed one as soon as its decompressed bytes pass it). A document is read
+#: and parsed whole: translate peaks near 10 and submit near 14 bytes of memory per byte of
+#: ordinary text, more for very short lines (bench/inputs_results.md), and a submitted
+#: document's stored layout (about 2.5 times its text) must fit in one Redis value (512 MB by
+#: default). Split bigger corpora into several files.
 MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20
+
+#: Bytes of a streamed record file (``producer.streaming``) read, parsed, translated and written
+#: at a time, cut after a whole record. Each window's distinct sentences go to the model in one
+#: call, so a window should hold a few thousand sentences for full batches; memory is a few
+#: times this, whatever the size of the file.
+STREAM_WINDOW_BYTES = 1 << 20
+
+#: Distinct sentences (with their translations) `transqueue translate` remembers in a run, the
+#: most recent ones: a sentence repeated within them is translated once. Bounds the memory of
+#: a run over a big corpus (a few hundred bytes an entry: about 50 MB).
+TRANSLATION_MEMORY_ENTRIES = 100_000
 
 #: Characters of an output text encoded and written at a time (``producer.files.write_atomic``),
 #: so that the UTF-8 bytes of a big document are never held all at once next to its text.
@@ -75,4 +87,22 @@ FORMAT_BY_SUFFIX = {
     ".md": "md",
     ".markdown": "md",
     ".jsonl": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
 }
+
+#: Compression suffixes accepted after a format suffix (``corpus.jsonl.zst``; not on
+#: ``.parquet``, which is compressed inside): the file is
+#: decompressed as it is read and its translation is written compressed the same way.
+COMPRESSION_SUFFIXES = (".gz", ".zst")
+
+#: Compressed bytes of a ``.zst`` input decompressed at a time: zstd inflates at most about
+#: 32,000 times, so one piece never becomes more than about 64 MiB, and usually a few MiB.
+ZSTD_FEED_BYTES = 2048
+
+#: zstd level of compressed outputs (zstd's own default: fast, and near gzip -9 in size).
+ZSTD_LEVEL = 3
+
+#: Field delimiter of each delimited-table format (RFC 4180 quoting for both).
+DELIMITERS = {"csv": ",", "tsv": "\t"}

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from producer import defaults
-from producer.formats import jsonl, markdown, text
+from producer.compression import split_name
+from producer.formats import jsonl, markdown, table, text
 from producer.inputs import Limits, decode_input, read_input
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
 
@@ -25,7 +26,12 @@ __all__ = [
     "read_document",
 ]
 
-FORMATS = ("txt", "md", "jsonl")
+FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
+
+#: Why a Parquet file is not read as a text document (``producer.formats.parquet`` reads it).
+PARQUET_TRANSLATE_ONLY = (
+    "a Parquet file is translated by `transqueue translate` only (jobs store documents as text)"
+)
 
 
 @dataclass(frozen=True)
@@ -36,11 +42,13 @@ class ReadOptions:
     ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
     paragraphs rather than one unit per line.
     ``limits``: the longest line and the largest file read (``producer.inputs``).
+    ``columns``: the CSV/TSV columns to translate (header names, or else 0-based indexes).
     """
 
     fields: tuple[str, ...] = ()
     reflow: bool = False
     limits: Limits = Limits()
+    columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -65,12 +73,16 @@ class Document:
 
 
 def format_of(path: Path) -> str:
-    """The format name for ``path``'s suffix; DocumentError for an unknown suffix."""
-    fmt = defaults.FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    """The format name for ``path``'s suffix (before a compression suffix such as ``.gz``);
+    DocumentError for an unknown suffix."""
+    suffix = split_name(path)[1]
+    fmt = defaults.FORMAT_BY_SUFFIX.get(suffix.lower())
     if fmt is None:
         supported = ", ".join(sorted(defaults.FORMAT_BY_SUFFIX))
+        compressed = ", ".join(defaults.COMPRESSION_SUFFIXES)
         raise DocumentError(
-            f"{path}: unsupported format {path.suffix or '(no suffix)'!r}; supported suffixes: {supported}"
+            f"{path}: unsupported format {suffix or '(no suffix)'!r}; supported suffixes: {supported}"
+            f" (each optionally followed by {compressed})"
         )
     return fmt
 
@@ -80,6 +92,8 @@ def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
     choosing the format by suffix."""
     path = Path(path)
     fmt = format_of(path)
+    if fmt == "parquet":
+        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
     return parse_text(decode_input(read_input(path, options.limits), path), fmt, options, path)
 
 
@@ -90,11 +104,13 @@ def parse_text(
     path: Path | None = None,
     *,
     first_line: int = 1,
+    header: Sequence[str] | None = None,
 ) -> Document:
-    """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl").
+    """Parse ``content`` as ``fmt`` ("txt", "md", "jsonl", "csv" or "tsv").
 
     ``first_line`` is the line number of the content's first line in error messages (for
-    content cut from a longer stream).
+    content cut from a longer stream); ``header``, for a window of a CSV/TSV table after its
+    first, is the table's header (the content then has none).
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
@@ -107,12 +123,18 @@ def parse_text(
         if not options.fields:
             raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
         jsonl.build(builder, options.fields, where, options.reflow, first_line)
+    elif fmt in defaults.DELIMITERS:
+        if not options.columns:
+            raise DocumentError(f"{where}: a {fmt.upper()} document needs at least one column (--column)")
+        table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line, header)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     return Document(path, segments, builder.finish())
 
 
 def output_path(input_path: Path) -> Path:
-    """Where the translation of ``input_path`` goes: ``report.md`` -> ``report.zh.md``."""
+    """Where the translation of ``input_path`` goes: ``report.md`` -> ``report.zh.md``,
+    ``rows.csv.gz`` -> ``rows.zh.csv.gz``."""
     input_path = Path(input_path)
-    return input_path.with_name(f"{input_path.stem}{defaults.OUTPUT_INFIX}{input_path.suffix}")
+    stem, suffix, compression = split_name(input_path)
+    return input_path.with_name(f"{stem}{defaults.OUTPUT_INFIX}{suffix}{compression}")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from producer import defaults
+from producer.compression import compressing, compression_of, split_name
 from producer.documents import DocumentError, output_path
 
 
@@ -77,28 +78,30 @@ def _walk(root: Path, out: Path) -> Iterator[Path]:
         subdirectories[:] = [d for d in subdirectories if _real(base / d) != out]
         for name in sorted(names):
             path = base / name
-            if path.suffix.lower() in defaults.FORMAT_BY_SUFFIX and not _is_translation(path):
+            stem, suffix, _ = split_name(path)
+            if suffix.lower() in defaults.FORMAT_BY_SUFFIX and Path(stem).suffix != defaults.OUTPUT_INFIX:
                 yield path
 
 
-def _is_translation(path: Path) -> bool:
-    return Path(path.stem).suffix == defaults.OUTPUT_INFIX
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 (line endings unchanged) so that no reader sees a partial file.
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, one after another as they come) as UTF-8 (line endings
+    unchanged) so that no reader sees a partial file.
 
     The text goes to a temporary file in the same directory, is flushed to disk, then
     renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
-    It is encoded a piece at a time, so a big text never exists twice in memory.
+    It is encoded a piece at a time, so a big text never exists twice in memory. A ``path``
+    ending in ``.gz`` or ``.zst`` is written compressed that way (`producer.compression`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     piece = defaults.WRITE_CHUNK_CHARS
     try:
         with open(temporary, "wb") as handle:
-            for start in range(0, len(text), piece):
-                handle.write(text[start : start + piece].encode("utf-8"))
+            writer = compressing(handle, compression_of(path))
+            for part in [text] if isinstance(text, str) else text:
+                for start in range(0, len(part), piece):
+                    writer.write(part[start : start + piece].encode("utf-8"))
+            writer.close()
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

@@ -132,7 +132,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         if r.state == SUBMITTED
         for name, digest in r.files.items()
     }
-    options = ReadOptions(fields=entry.fields, reflow=entry.reflow)
+    options = ReadOptions(fields=entry.fields, reflow=entry.reflow, columns=entry.columns)
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     try:
         tasks = plan_files([inbox], outbox)

@@ -2,28 +2,34 @@
 
 `read_input` is used by `transqueue translate` (``producer.documents.read_document``),
 `transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
-only regular files: a FIFO, socket or device is refused by name without being opened for
-reading (a FIFO would block ``open()``, ``/dev/zero`` never ends), and so is a file over
-``Limits.file_bytes``. Lines are measured as the bytes arrive, and reading stops at the
-first one over ``Limits.line_bytes``, so a file made of one endless line costs about one
-line of memory and time before it fails. Symbolic link loops and dangling links are
-OSErrors that say so. Each failure concerns one file: callers report it (`failure`) and go
-on with the others.
+only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
+device is refused by name without being opened for reading (a FIFO would block ``open()``,
+``/dev/zero`` never ends), and so is a file over ``Limits.file_bytes`` (decompressed bytes).
+Lines are measured as the bytes arrive, and reading stops at the first one over
+``Limits.line_bytes``, so a file made of one endless line costs about one line of memory and
+time before it fails. Symbolic link loops and dangling links are OSErrors that say so. Each
+failure concerns one file: callers report it (`failure`) and go on with the others.
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
 import io
 import os
 import stat
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
+import zstandard
+
 from producer import defaults
+from producer.compression import compression_of, decompressing
 from producer.layout import DocumentError
 
 #: What each kind of file that is not a regular file is called in messages.
@@ -45,33 +51,53 @@ class Limits:
 
 
 def read_input(path: Path, limits: Limits = Limits()) -> bytes:
-    """The bytes of the input file ``path`` (symbolic links followed).
+    """The bytes of the input file ``path`` (symbolic links followed), decompressed.
 
     DocumentError for a file that is not a regular file, is larger than
     ``limits.file_bytes`` (naming its size) or has a line longer than ``limits.line_bytes``
     (naming file:line). OSError for a file that cannot be read, with a message that names a
     symbolic link loop or a dangling link as such.
     """
-    _check_file(path, _stat(path), limits)  # before open(): it would block on a FIFO
+    _check_size(path, _stat(path), limits)
+    content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
+    for chunk in stream_input(path, limits.line_bytes):
+        if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
+            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+        content.write(chunk)
+    return content.getvalue()
+
+
+def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The (decompressed) bytes of the input file ``path`` in pieces of about
+    ``READ_CHUNK_BYTES``, however big it is: errors as ``read_input``, without its file limit."""
+    _check_file(path, _stat(path))  # before open(): it would block on a FIFO
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with open(descriptor, "rb", buffering=0) as handle:
-        _check_file(path, os.fstat(descriptor), limits)  # what was opened, had it been swapped
-        lines = _LineMeter(str(path), limits.line_bytes)
-        content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
-        while chunk := handle.read(defaults.READ_CHUNK_BYTES):
-            lines.feed(chunk)
-            if content.tell() + len(chunk) > limits.file_bytes:  # it grew since it was checked
-                raise DocumentError(f"{path}: {_over_file_limit(limits)}")
-            content.write(chunk)
-        return content.getvalue()
+    with open(descriptor, "rb", buffering=0) as raw:
+        _check_file(path, os.fstat(descriptor))  # what was opened, had it been swapped
+        lines = _LineMeter(str(path), line_bytes)
+        with _decompression_errors(path):
+            handle = decompressing(raw, compression_of(path))
+            while chunk := handle.read(defaults.READ_CHUNK_BYTES):
+                lines.feed(chunk)
+                yield chunk
 
 
-def decode_input(data: bytes, where: str | Path) -> str:
-    """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise."""
+@contextmanager
+def _decompression_errors(path: Path) -> Iterator[None]:
+    """A corrupt or truncated ``.gz``/``.zst`` stream as a DocumentError naming ``path``."""
+    try:
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error, zstandard.ZstdError) as error:
+        raise DocumentError(f"{path}: not a valid {compression_of(path)} stream ({error})") from None
+
+
+def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
+    """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise
+    (``first_line``: the number of the line ``data`` starts with)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
+        line = data.count(b"\n", 0, error.start) + first_line
         raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
 
 
@@ -109,10 +135,20 @@ def _stat(path: Path) -> os.stat_result:
         raise OSError(errno.ELOOP, "symbolic link loop", str(path)) from None
 
 
-def _check_file(path: Path, status: os.stat_result, limits: Limits) -> None:
+def check_regular(path: Path) -> None:
+    """DocumentError unless ``path`` is a regular file (symbolic links followed), as
+    ``read_input`` checks it, for a reader that opens files itself (Parquet)."""
+    _check_file(path, _stat(path))
+
+
+def _check_file(path: Path, status: os.stat_result) -> None:
     if not stat.S_ISREG(status.st_mode):
         kind = _KINDS.get(stat.S_IFMT(status.st_mode), "a special file")
         raise DocumentError(f"{path}: not a regular file ({kind}); not read")
+
+
+def _check_size(path: Path, status: os.stat_result, limits: Limits) -> None:
+    _check_file(path, status)
     if status.st_size > limits.file_bytes:
         raise DocumentError(f"{path}: {status.st_size:,} bytes, {_over_file_limit(limits)}")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from producer.chunking import chunk_sentences, source_lengths
 from producer.documents import (
+    PARQUET_TRANSLATE_ONLY,
     Document,
     DocumentError,
     ReadOptions,
@@ -59,7 +60,18 @@ def file_source(task: FileTask, out: Path, data: bytes) -> Source:
     path (fetch refuses to overwrite it, from whichever directory it runs), its target
     relative to `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
     name = os.path.abspath(task.source)
-    return Source(name, format_of(Path(name)), decode_input(data, name), str(task.target.relative_to(out)))
+    return Source(
+        name, text_format_of(Path(name)), decode_input(data, name), str(task.target.relative_to(out))
+    )
+
+
+def text_format_of(path: Path) -> str:
+    """The format of ``path`` (``format_of``), which a job must be able to store as text:
+    DocumentError for an unknown suffix, or Parquet."""
+    fmt = format_of(path)
+    if fmt == "parquet":
+        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
+    return fmt
 
 
 def file_sources(
@@ -72,7 +84,7 @@ def file_sources(
     for task in tasks:
         name = Path(os.path.abspath(task.source))  # as the job names it, in every error too
         try:
-            format_of(name)  # an unknown suffix is refused before the file is read
+            text_format_of(name)  # an unknown suffix is refused before the file is read
             source = file_source(task, out, read_input(name, options.limits))
             parsed.append((source, parse_source(source, options)))
         except (DocumentError, OSError) as error:
@@ -117,7 +129,13 @@ def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) ->
             slots.append(slot_of[segment.text])
         documents.append(
             DocumentRecord(
-                source.name, source.fmt, tuple(slots), options.fields, options.reflow, source.target
+                source.name,
+                source.fmt,
+                tuple(slots),
+                options.fields,
+                options.reflow,
+                source.target,
+                options.columns,
             )
         )
         layouts.append(dump_document(document))

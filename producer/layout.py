@@ -6,7 +6,8 @@ the builder splits paragraphs into sentences (``producer.segment``) and records,
 - ``str``: passthrough text, copied to the output unchanged;
 - ``Slot``: one sentence, replaced by its translation;
 - ``Gap``: the whitespace between two sentences of one paragraph;
-- ``Encoded``: a nested layout whose rendering is re-encoded (a JSON string value).
+- ``Encoded``: a nested layout whose rendering is re-encoded (a JSON string value, or a
+  CSV/TSV cell: ``producer.cells``).
 
 Rendering rules:
 
@@ -22,10 +23,10 @@ Together these make rendering the sentence texts themselves reproduce the input 
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from producer.cells import encode
 from producer.segment import needs_translation, split_sentences
 
 
@@ -60,11 +61,13 @@ class Gap:
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """A JSON string value: render ``parts``; if unchanged, emit ``raw``, else re-encode."""
+    """An encoded value (``codec``: see ``producer.cells``): render ``parts``; if unchanged,
+    emit ``raw``, else re-encode."""
 
     raw: str
     value: str
     parts: tuple[Part, ...]
+    codec: str = "json"
 
 
 Part = str | Slot | Gap | Encoded
@@ -125,10 +128,10 @@ class LayoutBuilder:
             self.cursor = source_end
             previous_was_sentence = True
 
-    def encoded(self, end: int, raw: str, value: str, parts: Sequence[Part]) -> None:
-        """Replace ``source[cursor:end]`` (the JSON string ``raw``) by a nested layout."""
+    def encoded(self, end: int, raw: str, value: str, parts: Sequence[Part], codec: str = "json") -> None:
+        """Replace ``source[cursor:end]`` (``raw``, encoding ``value``) by a nested layout."""
         self.keep(end - len(raw))
-        self.parts.append(Encoded(raw, value, tuple(parts)))
+        self.parts.append(Encoded(raw, value, tuple(parts), codec))
         self.cursor = end
 
     def finish(self) -> list[Part]:
@@ -175,7 +178,7 @@ def render(parts: Sequence[Part], segments: Sequence[Segment], translations: Seq
             drop_gap = changed and ends_in_cjk(translation)
         else:
             value = render(part.parts, segments, translations)
-            out.append(part.raw if value == part.value else json.dumps(value, ensure_ascii=False))
+            out.append(part.raw if value == part.value else encode(part.codec, value, part.raw))
     return "".join(out)
 
 

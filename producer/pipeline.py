@@ -1,10 +1,14 @@
 """The in-process path: documents in, translated documents out, no Redis.
 
-``translate_files`` reads every document first (so progress knows the total), translates
-each document's sentences with a `models.protocol.SentenceTranslator` (in practice
-``models.translator.Translator``), renders and writes it atomically.
+``translate_files`` reads every whole document first (so progress knows the total),
+translates each document's sentences with a `models.protocol.SentenceTranslator` (in practice
+``models.translator.Translator``), renders and writes it atomically. A record file (``.txt``
+lines, ``.jsonl``, ``.csv``, ``.tsv``, compressed or not) is streamed instead
+(``producer.streaming``): translated and written window by window into its temporary file,
+and a Parquet file row group by row group (``producer.formats.parquet``).
 ``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
-A sentence repeated anywhere in a run is translated once.
+A sentence repeated in a run is translated once, as long as the run's translation memory
+(the ``TRANSLATION_MEMORY_ENTRIES`` most recently translated) still holds it.
 """
 
 from __future__ import annotations
@@ -12,13 +16,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice
 from pathlib import Path
 
 from models.protocol import SentenceTranslator
 from producer import defaults
-from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
+from producer.documents import (
+    Document,
+    DocumentError,
+    ReadOptions,
+    format_of,
+    parse_text,
+    read_document,
+)
 from producer.files import FileTask, write_atomic
+from producer.formats.parquet import ParquetDocument
 from producer.inputs import failure, line_too_long
+from producer.streaming import StreamedDocument, is_streamed
 
 Progress = Callable[[int], None]
 
@@ -64,7 +79,7 @@ class Translations:
     def __init__(self, translator: SentenceTranslator, report: RunReport) -> None:
         self.translator = translator
         self.report = report
-        self.memory: dict[str, str] = {}
+        self.memory: dict[str, str] = {}  # oldest first, at most TRANSLATION_MEMORY_ENTRIES
 
     def of(self, document: Document, progress: Progress = lambda n: None) -> list[str]:
         """The translation of each segment of ``document``, in order."""
@@ -79,30 +94,46 @@ class Translations:
             self.report.hit_length_cap += result.hit_length_cap
             progress(counts[text])
         self.report.sentences += len(document.segments)
-        return [self.memory[segment.text] for segment in document.segments]
+        translations = [self.memory[segment.text] for segment in document.segments]
+        for oldest in list(
+            islice(self.memory, max(0, len(self.memory) - defaults.TRANSLATION_MEMORY_ENTRIES))
+        ):
+            del self.memory[oldest]
+        return translations
 
 
 def read_tasks(
     tasks: Iterable[FileTask], options: RunOptions, report: RunReport
-) -> list[tuple[FileTask, Document]]:
-    """Parse each task's document; existing outputs are skipped unless ``force``.
+) -> list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]]:
+    """Parse each task's document (a record file: only check that it can be parsed, see
+    ``producer.streaming``); existing outputs are skipped unless ``force``.
 
     A document that cannot be read or parsed is recorded in ``report.errors``; the others go on.
     """
-    documents = []
+    documents: list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]] = []
     for task in tasks:
         if task.target.exists() and not options.force:
             report.skipped.append(task.target)
             continue
         try:
-            documents.append((task, read_document(task.source, options.read)))
+            fmt = format_of(task.source)
+            if fmt == "parquet" or is_streamed(fmt, options.read):
+                streamed: StreamedDocument | ParquetDocument = (
+                    ParquetDocument(task.source, options.read)
+                    if fmt == "parquet"
+                    else StreamedDocument(task.source, fmt, options.read)
+                )
+                streamed.check()
+                documents.append((task, streamed))
+            else:
+                documents.append((task, read_document(task.source, options.read)))
         except (DocumentError, OSError) as error:
             report.errors.append(failure(task.source, error))
     return documents
 
 
 def translate_files(
-    documents: Iterable[tuple[FileTask, Document]],
+    documents: Iterable[tuple[FileTask, Document | StreamedDocument | ParquetDocument]],
     translator: SentenceTranslator,
     report: RunReport,
     progress: Progress = lambda n: None,
@@ -110,13 +141,22 @@ def translate_files(
     """Translate, render and atomically write each document; returns ``report``.
 
     Each file is written as soon as it is done; an interruption leaves the files written so
-    far complete and no partial file behind, so the run can simply be repeated.
+    far complete and no partial file behind, so the run can simply be repeated. A streamed
+    document that turns out to be invalid part way is recorded in ``report.errors`` (nothing
+    is written for it) and the others go on.
     """
     started = time.perf_counter()
     translations = Translations(translator, report)
     try:
         for task, document in documents:
-            write_atomic(task.target, document.render(translations.of(document, progress)))
+            if isinstance(document, Document):
+                write_atomic(task.target, document.render(translations.of(document, progress)))
+            else:
+                try:
+                    document.write(task.target, partial(translations.of, progress=progress))
+                except (DocumentError, OSError) as error:
+                    report.errors.append(failure(task.source, error))
+                    continue
             report.written.append(task.target)
     finally:
         report.seconds += time.perf_counter() - started

@@ -4,10 +4,11 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 
     [[inbox]]
     name = "support"                 # unique; letters, digits, '_', '-': names the runs and lock
-    inbox = "/data/inbox/support"    # scanned recursively for .txt, .md and .jsonl files
+    inbox = "/data/inbox/support"    # scanned for .txt .md .jsonl .csv .tsv (also .gz, .zst)
     outbox = "/data/outbox/support"  # translations land here, mirrored as `transqueue translate`
     schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
     fields = ["text"]                # optional: JSONL fields to translate
+    columns = ["body"]               # optional: CSV/TSV columns to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
 """
 
@@ -43,6 +44,7 @@ class InboxEntry:
     schedule: str | float
     fields: tuple[str, ...] = ()
     reflow: bool = False
+    columns: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
@@ -54,6 +56,7 @@ class InboxEntry:
             schedule=data["schedule"],
             fields=tuple(data.get("fields", ())),
             reflow=bool(data.get("reflow", False)),
+            columns=tuple(str(column) for column in data.get("columns", ())),
         )
 
     def celery_schedule(self) -> crontab | float:
@@ -91,7 +94,7 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     missing = [k for k in ("name", "inbox", "outbox", "schedule") if k not in table]
     if missing:
         raise ScheduleError(f"{where}: missing {', '.join(missing)}")
-    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow"}
+    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow", "columns"}
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     try:

@@ -9,7 +9,8 @@ renders byte for byte like ``doc``.
 Format: ``{"segments": [[start, end, text], ...], "parts": [part, ...]}`` where a part is
 passthrough text (a JSON string), ``{"slot": i}`` (plus ``"source"`` where the source text
 differs from the segment's text), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
-JSON string value (its decoded value is ``json.loads(raw)``).
+JSON string value (its decoded value is ``json.loads(raw)``), with ``"codec": "csv"`` (or
+``"tsv"``) for a table cell instead (``producer.cells``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from producer.cells import decode
 from producer.documents import Document, DocumentError
 from producer.layout import Encoded, Gap, Part, Segment, Slot
 
@@ -58,7 +60,8 @@ def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment], out: io.Stri
         elif isinstance(part, Gap):
             out.write(f'{{"gap":{encode_basestring(part.text)}}}')
         else:
-            out.write(f'{{"raw":{encode_basestring(part.raw)},"parts":')
+            codec = "" if part.codec == "json" else f'"codec":{encode_basestring(part.codec)},'
+            out.write(f'{{{codec}"raw":{encode_basestring(part.raw)},"parts":')
             _dump_parts(part.parts, segments, out)
             out.write("}")
     out.write("]")
@@ -93,8 +96,8 @@ def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -
         elif "gap" in item:
             parts.append(Gap(str(item["gap"])))
         else:
-            value = json.loads(item["raw"])
-            if not isinstance(value, str):
-                raise ValueError(f"raw {item['raw'][:40]!r} is not a JSON string")
-            parts.append(Encoded(item["raw"], value, tuple(_load_parts(item["parts"], segments, slots))))
+            codec = str(item.get("codec", "json"))
+            value = decode(codec, str(item["raw"]))
+            nested = tuple(_load_parts(item["parts"], segments, slots))
+            parts.append(Encoded(item["raw"], value, nested, codec))
     return parts

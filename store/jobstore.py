@@ -45,6 +45,7 @@ class DocumentRecord:
     fields: tuple[str, ...] = ()
     reflow: bool = False
     target: str = ""
+    columns: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         """Serialize for the job's docs hash."""
@@ -61,6 +62,7 @@ class DocumentRecord:
             fields=tuple(data["fields"]),
             reflow=data["reflow"],
             target=data["target"],
+            columns=tuple(data.get("columns", ())),
         )
 
 

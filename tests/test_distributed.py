@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import gzip
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import zstandard
 from click.testing import CliRunner, Result
 from conftest import tiny_pairs
 from distributed_support import (
@@ -256,6 +258,27 @@ def test_a_multi_file_job_across_two_workers(cluster, translator, tmp_path):
     assert job_id in cluster.cli("jobs").output
     for worker in cluster.workers[:2]:  # both took chunks
         assert f"{TRANSLATE_TASK}[" in worker.log_text()
+
+
+def test_tables_and_compressed_files_come_back_as_translate_writes_them(cluster, translator, tmp_path):
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    said = sentences("tables", 12)
+    rows = "id,text,n\r\n" + "".join(
+        f'{i},"{a} {b}",{i}\r\n' for i, (a, b) in enumerate(zip(said, said[1:], strict=False))
+    )
+    (inbox / "rows.csv.gz").write_bytes(gzip.compress(rows.encode(), mtime=0))
+    (inbox / "rows.tsv.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(rows.replace(",", "\t").encode())
+    )
+    records = "".join(json.dumps({"text": s}) + "\n" for s in said)
+    (inbox / "records.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(records.encode()))
+    args = ["submit", str(inbox), "--out", str(out), "--field", "text", "--column", "text"]
+    job_id = cluster.cli(*args).output.strip()
+    assert cluster.wait_job(job_id).state == DONE
+    assert "3 of 3 documents written" in cluster.cli("fetch", job_id).output
+    options = ReadOptions(fields=("text",), columns=("text",))
+    assert_same_files(out, translate_locally([inbox], tmp_path / "expected", translator, options))
 
 
 def test_the_translation_memory_serves_a_resubmitted_job(cluster, translator, tmp_path):

@@ -425,14 +425,16 @@ def fuzz_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
-def assert_read_or_refused(directory: Path, suffix: str, data: bytes, reflow: bool = False) -> None:
+def assert_read_or_refused(
+    directory: Path, suffix: str, data: bytes, reflow: bool = False, columns: tuple[str, ...] = ()
+) -> None:
     """Reading ``data`` as a file either raises DocumentError or gives a document whose
     segments render it back byte for byte, from the stored layout too, and whose
     translation can be written."""
     path = directory / f"fuzz{suffix}"
     path.write_bytes(data)
     try:
-        document = read_document(path, ReadOptions(FUZZ_OPTIONS.fields, reflow, FUZZ_OPTIONS.limits))
+        document = read_document(path, ReadOptions(FUZZ_OPTIONS.fields, reflow, FUZZ_OPTIONS.limits, columns))
     except DocumentError:
         return
     texts = [segment.text for segment in document.segments]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -128,3 +129,20 @@ def test_special_files_in_the_inbox_are_skipped_unopened(store, entry):
         "pipe.txt": f"{inbox_dir / 'pipe.txt'}: not a regular file (a FIFO); not read",
         "zero.md": f"{inbox_dir / 'zero.md'}: not a regular file (a character device); not read",
     }
+
+
+def test_compressed_tables_are_delivered_compressed_with_their_columns_translated(store, tmp_path):
+    inbox_dir = tmp_path / "tables"
+    inbox_dir.mkdir()
+    rows = 'id,body,note\r\n1,"Hello there, friend.",keep\r\n2,,"also, kept"\r\n'
+    (inbox_dir / "rows.csv.gz").write_bytes(gzip.compress(rows.encode(), mtime=0))
+    (inbox_dir / "t.parquet").write_bytes(b"PAR1")
+    entry = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("body",))
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["rows.csv.gz"]
+    assert "a Parquet file is translated by `transqueue translate` only" in run.invalid["t.parquet"]
+    assert [record.columns for record in store.documents(run.job)] == [("body",)]
+    finish(store, run.job)
+    deliver_job(store, run.job, {"tables": entry})
+    delivered = gzip.decompress((tmp_path / "outbox" / "rows.csv.gz").read_bytes()).decode()
+    assert delivered == 'id,body,note\r\n1,"译0",keep\r\n2,,"also, kept"\r\n'

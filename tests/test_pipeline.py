@@ -214,13 +214,14 @@ def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, 
     (tree / "loop.md").symlink_to("loop.md")
     (tree / "gone.txt").symlink_to("nowhere.txt")
     (tree / "long.md").write_text("Short line.\n" + "word " * 30_000 + "\n")
-    (tree / "big.txt").write_text("Fine line.\n" * 25_000)
+    (tree / "big.md").write_text("Fine line.\n" * 25_000)
+    (tree / "big.txt").write_text("Fine line.\n" * 25_000)  # streamed: the file limit does not apply
     (tree / "deep.jsonl").write_text('{"text": "Fine."}\n' + "[" * 100_000 + "\n")
     out = tmp_path / "out"
     options = RunOptions(read=ReadOptions(("text",), limits=Limits(line_bytes=120_000, file_bytes=250_000)))
     report = run(plan_files([tree], out), MarkingTranslator(), options)
-    assert report.errors == [
-        f"{tree / 'big.txt'}: 275,000 bytes, larger than the 250,000-byte limit on a file "
+    assert sorted(report.errors) == [
+        f"{tree / 'big.md'}: 275,000 bytes, larger than the 250,000-byte limit on a file "
         "(TRANSQUEUE_MAX_FILE_BYTES)",
         f"{tree / 'deep.jsonl'}:2:257: invalid JSON: nested deeper than 256 arrays and objects",
         f"{tree / 'gone.txt'}: dangling symbolic link to nowhere.txt",
@@ -230,7 +231,7 @@ def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, 
         f"{tree / 'zero.txt'}: not a regular file (a character device); not read",
     ]
     written = sorted(p.relative_to(out).as_posix() for p in report.written)
-    assert written == ["a.txt", "sub/b.md", "sub/c.jsonl"]
+    assert written == ["a.txt", "big.txt", "sub/b.md", "sub/c.jsonl"]
 
 
 def test_stdin_line_limit():

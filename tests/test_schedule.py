@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from celery.schedules import crontab
@@ -40,6 +41,11 @@ def test_toml_entries_become_beat_entries(tmp_path):
     assert beat["inbox:fast"]["schedule"] == 30.0
     assert beat["inbox:support"]["args"] == ["support"]  # a name: the scheduler knows the paths
     json.dumps(beat["inbox:fast"]["args"])  # the task argument travels as JSON
+
+
+def test_the_deploy_schedule_loads_with_its_table_columns():
+    entries = {e.name: e for e in load_schedule(Path(__file__).parents[1] / "deploy" / "schedule.toml")}
+    assert entries["tables"].columns == ("body",) and entries["records"].fields == ("text",)
 
 
 def test_json_schedule(tmp_path):

@@ -1,0 +1,158 @@
+"""Delimited tables (CSV, TSV): translate named columns, keep every other byte.
+
+The first record is the header. Quoting follows RFC 4180 (a quoted cell may hold the
+delimiter, line breaks and doubled quotes; a quote inside an unquoted cell is literal), and is
+kept byte for byte: a cell is rewritten only where its translation differs, quoted again
+when it was quoted or needs it (``producer.cells``). Records are never added or removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from producer.formats import text as text_format
+from producer.layout import DocumentError, LayoutBuilder
+
+Record = list[tuple[int, int]]  # the raw span of each cell
+
+
+def build(
+    builder: LayoutBuilder,
+    columns: tuple[str, ...],
+    codec: str,
+    delimiter: str,
+    where: str,
+    first_line: int = 1,
+    header: Sequence[str] | None = None,
+) -> None:
+    """Lay out ``builder.source`` as a table with a header, translating ``columns``.
+
+    A column is a header name, or else a 0-based index. A cell is laid out like a ``.txt``
+    document (one unit per line). A missing column, an unterminated quoted cell or text
+    after a closing quote is a DocumentError naming ``where``:line (from ``first_line``).
+    With ``header`` (the names of a table's header, ``header_of``), the source is a later
+    window of that table's records, without the header.
+    """
+    source = builder.source
+    scanned = scan(source, delimiter, where, first_line)
+    if header is None:
+        first = next(scanned, None)
+        if first is None:
+            return
+        header = [cell_value(source[s:e]) for s, e in first]
+    indexes = column_indexes(header, columns, where)
+    for record in scanned:
+        for index in indexes:
+            if index < len(record):
+                _translate_cell(builder, *record[index], codec)
+
+
+def header_of(text: str, delimiter: str, where: str) -> list[str]:
+    """The names in the header (first record) of the table ``text``; empty for no record."""
+    first = next(scan(text, delimiter, where), [])
+    return [cell_value(text[s:e]) for s, e in first]
+
+
+def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) -> list[int]:
+    """The sorted distinct indexes of ``columns`` (names, or else 0-based indexes) in ``header``;
+    DocumentError naming ``where`` and listing the header's columns for one it lacks."""
+    names = [name.lstrip("\ufeff") for name in header]
+    indexes: set[int] = set()
+    for column in columns:
+        if column in names:
+            indexes.add(names.index(column))
+        elif column.isdigit() and int(column) < len(names):
+            indexes.add(int(column))
+        else:
+            listed = ", ".join(repr(name) for name in names)
+            raise DocumentError(f"{where}: no column {column!r}; its {len(names)} columns are {listed}")
+    return sorted(indexes)
+
+
+def cell_value(raw: str) -> str:
+    """The text of a cell as it appears in the file (quotes removed, doubled quotes undone)."""
+    return raw[1:-1].replace('""', '"') if raw.startswith('"') else raw
+
+
+def scan(
+    text: str, delimiter: str, where: str, first_line: int = 1, partial: bool = False
+) -> Iterator[Record]:
+    """The records of ``text``, each the raw spans of its cells; a line ending (LF or CRLF)
+    outside quotes ends a record. DocumentError for malformed quoting, naming the line; a
+    quoted cell left open ends the records instead if ``text`` is ``partial`` (cut short)."""
+    position, end = 0, len(text)
+    while position < end:
+        record: Record = []
+        while True:
+            if text.startswith('"', position):
+                closing = _closing_quote(text, position)
+                if closing < 0:
+                    if partial:
+                        return
+                    line = first_line + text.count("\n", 0, position)
+                    raise DocumentError(f"{where}:{line}: a quoted cell is never closed")
+                stop = closing + 1
+                if stop < end and text[stop] not in (delimiter, "\n") and not text.startswith("\r\n", stop):
+                    line = first_line + text.count("\n", 0, stop)
+                    raise DocumentError(f"{where}:{line}: text after the closing quote of a quoted cell")
+            else:
+                stop = _unquoted_end(text, position, delimiter)
+            record.append((position, stop))
+            if stop < end and text[stop] == delimiter:
+                position = stop + 1
+                continue
+            position = stop + (2 if text.startswith("\r\n", stop) else 1)
+            break
+        yield record
+
+
+def record_end(text: str, delimiter: str, where: str, first_line: int = 1) -> int:
+    """The offset just past the last complete record of ``text`` (one that ends in a line
+    break outside quotes), 0 if none: where a window of a bigger table can be cut."""
+    cut = 0
+    for record in scan(text, delimiter, where, first_line, partial=True):
+        stop = record[-1][1]
+        if stop < len(text):
+            cut = stop + (2 if text.startswith("\r\n", stop) else 1)
+    return cut
+
+
+def _closing_quote(text: str, opening: int) -> int:
+    """The offset of the quote closing the cell opened at ``opening``, or -1."""
+    position = opening + 1
+    while True:
+        quote = text.find('"', position)
+        if quote < 0:
+            return -1
+        if not text.startswith('""', quote):
+            return quote
+        position = quote + 2
+
+
+def _unquoted_end(text: str, position: int, delimiter: str) -> int:
+    stops = [i for i in (text.find(delimiter, position), text.find("\n", position)) if i >= 0]
+    stop = min(stops) if stops else len(text)
+    if text[stop : stop + 1] == "\n" and stop > position and text[stop - 1] == "\r":
+        stop -= 1
+    return stop
+
+
+def _translate_cell(builder: LayoutBuilder, start: int, end: int, codec: str) -> None:
+    raw = builder.source[start:end]
+    value = cell_value(raw)
+    positions = _raw_positions(raw)
+    nested = LayoutBuilder(value, builder.segments, lambda p: builder.offset(start + positions[p]))
+    text_format.build(nested)
+    builder.encoded(end, raw, value, nested.finish(), codec)
+
+
+def _raw_positions(raw: str) -> list[int]:
+    """For each character of the cell's value (and its end), its offset in ``raw``."""
+    if not raw.startswith('"'):
+        return list(range(len(raw) + 1))
+    positions, i = [], 1
+    while i < len(raw) - 1:
+        positions.append(i)
+        i += 2 if raw.startswith('""', i) else 1
+    positions.append(len(raw) - 1)
+    return positions
