@@ -30,7 +30,11 @@ def source_lengths(settings: Settings, sentences: Sequence[str]) -> list[int]:
         tokenizer = Tokenizer.from_file(str(manifest.tokenizer_file("source")))
     except (BundleError, OSError, ValueError, KeyError):
         return [len(sentence) for sentence in sentences]
-    return [len(e.tokens) for e in tokenizer.encode_batch(list(sentences), add_special_tokens=False)]
+    lengths: list[int] = []
+    for start in range(0, len(sentences), defaults.LENGTH_BATCH):  # Encodings are big: a batch at a time
+        batch = list(sentences[start : start + defaults.LENGTH_BATCH])
+        lengths += [len(e.tokens) for e in tokenizer.encode_batch(batch, add_special_tokens=False)]
+    return lengths
 
 
 def chunk_sentences(sentences: Sequence[str], lengths: Sequence[int], size: int) -> list[list[Pair]]:

@@ -37,6 +37,10 @@ PYSBD_BRACKET_RUN_LIMIT = 16
 #: chunks, against 1.9 in input order.
 CHUNK_SORT_WINDOW = 256
 
+#: Sentences tokenized at a time to measure their source length at submit. A tokenizers
+#: Encoding costs a few kB, so a whole job's at once took gigabytes (a 50 MB file: 3.4 GB).
+LENGTH_BATCH = 4096
+
 #: TRANSQUEUE_MAX_LINE_BYTES: the longest line of an input file, and the longest stdin unit (a
 #: line, or with --reflow a paragraph), in bytes without its line break (1 MiB). Reading stops
 #: at the first line over it, which fails its file naming file:line. Real documents have
