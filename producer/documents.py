@@ -14,6 +14,7 @@ from producer import defaults
 from producer.formats import jsonl, markdown, text
 from producer.inputs import Limits, decode_input, read_input
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
+from producer.protect import ProtectError, compile_patterns
 
 __all__ = [
     "Document",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 FORMATS = ("txt", "md", "jsonl")
+BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,14 @@ class ReadOptions:
     ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
     paragraphs rather than one unit per line.
     ``limits``: the longest line and the largest file read (``producer.inputs``).
+    ``protect``: extra protected-span patterns (regular expressions, ``producer.protect``),
+    by default those of ``TRANSQUEUE_PROTECT``.
     """
 
     fields: tuple[str, ...] = ()
     reflow: bool = False
     limits: Limits = Limits()
+    protect: tuple[str, ...] = defaults.PROTECT_PATTERNS
 
 
 @dataclass
@@ -94,11 +99,18 @@ def parse_text(
     """Parse ``content`` as ``fmt`` ("txt", "md" or "jsonl").
 
     ``first_line`` is the line number of the content's first line in error messages (for
-    content cut from a longer stream).
+    content cut from a longer stream). A UTF-8 byte order mark is kept in the output and
+    the document after it is parsed as if it were not there. A protected-span pattern of
+    ``options`` that is not a valid regular expression is a DocumentError.
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
-    builder = LayoutBuilder(content, segments)
+    bom = BOM if content.startswith(BOM) else ""
+    try:
+        compile_patterns(options.protect)
+    except ProtectError as error:
+        raise DocumentError(f"{where}: {error}") from None
+    builder = LayoutBuilder(content[len(bom) :], segments, lambda p: p + len(bom), options.protect)
     if fmt == "txt":
         text.build(builder, reflow=options.reflow)
     elif fmt == "md":
@@ -109,7 +121,8 @@ def parse_text(
         jsonl.build(builder, options.fields, where, options.reflow, first_line)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
-    return Document(path, segments, builder.finish())
+    parts = builder.finish()
+    return Document(path, segments, [bom, *parts] if bom else parts)
 
 
 def output_path(input_path: Path) -> Path:

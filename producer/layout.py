@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from producer.protect import is_target_language, protected_spans, unprotected
 from producer.segment import needs_translation, split_sentences
 
 
@@ -74,7 +75,8 @@ class LayoutBuilder:
     """Builds the parts of ``source`` front to back, appending sentences to ``segments``.
 
     ``offset`` maps a position in ``source`` to a position in the document text (they differ
-    for the decoded value of a JSON string).
+    for the decoded value of a JSON string). ``protect`` holds the user's protected-span
+    patterns, added to the built-in ones (`producer.protect`).
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class LayoutBuilder:
         source: str,
         segments: list[Segment],
         offset: Callable[[int], int] = lambda position: position,
+        protect: tuple[str, ...] = (),
     ) -> None:
         self.source = source
+        self.protect = protect
         self.segments = segments
         self.offset = offset
         self.parts: list[Part] = []
@@ -99,31 +103,50 @@ class LayoutBuilder:
         """Translate the text of ``pieces`` (line-free spans, in order) as one paragraph.
 
         The source between pieces (line breaks, quote markers, indentation) is read as a
-        single space; text before the first piece is passed through.
+        single space; text before the first piece is passed through. A sentence already in
+        the target language is passed through; protected spans are passed through and the
+        text on either side of one is translated separately.
         """
         pieces = [(s, e) for s, e in pieces if e > s]
         if not pieces:
             return
         logical, starts = self._join(pieces)
+        protected = protected_spans(logical, self.protect)
         previous_was_sentence = False
-        for start, end in split_sentences(logical):
-            text = logical[start:end]
-            if not needs_translation(text):
+        for start, end in split_sentences(logical, protected):
+            if is_target_language(logical[start:end]):
                 previous_was_sentence = False
                 continue
-            source_start = self._to_source(pieces, starts, start)
-            source_end = self._to_source(pieces, starts, end - 1) + 1
-            between = self.source[self.cursor : source_start]
-            if previous_was_sentence:  # only whitespace lies between two sentences
-                self.parts.append(Gap(between))
-            else:
-                self._append(between)
-            index = len(self.segments)
-            self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
-            source = self.source[source_start:source_end]
-            self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
-            self.cursor = source_end
-            previous_was_sentence = True
+            for piece_start, piece_end in unprotected(logical, start, end, protected):
+                text = logical[piece_start:piece_end]
+                if not needs_translation(text):
+                    previous_was_sentence = False
+                    continue
+                self._slot(pieces, starts, text, piece_start, piece_end, previous_was_sentence)
+                previous_was_sentence = piece_end == end
+
+    def _slot(
+        self,
+        pieces: Sequence[tuple[int, int]],
+        starts: list[int],
+        text: str,
+        start: int,
+        end: int,
+        after_sentence: bool,
+    ) -> None:
+        """Record ``text`` (at ``start..end`` of the joined paragraph) as the next segment."""
+        source_start = self._to_source(pieces, starts, start)
+        source_end = self._to_source(pieces, starts, end - 1) + 1
+        between = self.source[self.cursor : source_start]
+        if after_sentence:  # only whitespace lies between two sentences
+            self.parts.append(Gap(between))
+        else:
+            self._append(between)
+        index = len(self.segments)
+        self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
+        source = self.source[source_start:source_end]
+        self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
+        self.cursor = source_end
 
     def encoded(self, end: int, raw: str, value: str, parts: Sequence[Part]) -> None:
         """Replace ``source[cursor:end]`` (the JSON string ``raw``) by a nested layout."""
