@@ -11,6 +11,7 @@ import click
 from tqdm import tqdm
 
 from cli.common import cli_store, duration, job_info, model_key_of
+from cli.options import protect_option
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import stdin_lines
@@ -49,6 +50,7 @@ NO_MODEL = (
 )
 @click.option("--field", "fields", multiple=True, help="JSONL field to translate (repeatable).")
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
+@protect_option
 @click.option(
     "--model",
     help="The model the job asks for: a bundle directory, or a model key (12 hex digits, as "
@@ -62,6 +64,7 @@ def submit_command(
     out: Path | None,
     fields: tuple[str, ...],
     reflow: bool,
+    protect: tuple[str, ...],
     model: str | None,
     strict: bool,
 ) -> None:
@@ -73,7 +76,7 @@ def submit_command(
     cannot be read or parsed is reported and the others are submitted (exit status 1);
     with --strict, nothing is submitted then.
     """
-    options = ReadOptions(fields=fields, reflow=reflow)
+    options = ReadOptions(fields=fields, reflow=reflow, protect=protect)
     errors: list[str] = []
     try:
         if "-" in paths:

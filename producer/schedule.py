@@ -1,4 +1,4 @@
-"""Scheduled corpus jobs: the inbox entries of the TRANSQUEUE_SCHEDULE file, as beat entries.
+r"""Scheduled corpus jobs: the inbox entries of the TRANSQUEUE_SCHEDULE file, as beat entries.
 
 The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` tables::
 
@@ -9,6 +9,7 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
     schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
     fields = ["text"]                # optional: JSONL fields to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
+    protect = ['\b[A-Z]+-\d+\b']     # optional: text kept as is (ticket ids), as --protect
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from celery.schedules import crontab
 
+from producer.protect import ProtectError, compile_patterns
 from store.keys import BadName, check_name
 from store.queues import SCAN_TASK
 
@@ -43,6 +45,7 @@ class InboxEntry:
     schedule: str | float
     fields: tuple[str, ...] = ()
     reflow: bool = False
+    protect: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
@@ -54,6 +57,7 @@ class InboxEntry:
             schedule=data["schedule"],
             fields=tuple(data.get("fields", ())),
             reflow=bool(data.get("reflow", False)),
+            protect=tuple(data.get("protect", ())),
         )
 
     def celery_schedule(self) -> crontab | float:
@@ -91,7 +95,7 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     missing = [k for k in ("name", "inbox", "outbox", "schedule") if k not in table]
     if missing:
         raise ScheduleError(f"{where}: missing {', '.join(missing)}")
-    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow"}
+    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow", "protect"}
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     try:
@@ -104,6 +108,12 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
     entry = InboxEntry.from_dict(table)
+    if any(not isinstance(pattern, str) for pattern in entry.protect):
+        raise ScheduleError(f"{where}: protect must be a list of regular expressions")
+    try:
+        compile_patterns(entry.protect)
+    except ProtectError as exc:
+        raise ScheduleError(f"{where}: {exc}") from None
     try:
         when = entry.celery_schedule()
     except ValueError as exc:
