@@ -45,11 +45,31 @@ class Segment:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """Inline markup inside a sentence, sent to the model without it: ``opening`` and
+    ``closing`` around the text ``inner`` (either side may be empty, for markup whose pair
+    lies in another sentence)."""
+
+    opening: str
+    inner: str
+    closing: str
+
+    def apply(self, translation: str) -> str:
+        """``translation`` with the markup around ``inner`` where it occurs exactly once in
+        it (it was kept as it was), else around the whole translation."""
+        if self.inner and translation.count(self.inner) == 1:
+            return translation.replace(self.inner, self.opening + self.inner + self.closing)
+        return self.opening + translation + self.closing
+
+
+@dataclass(frozen=True, slots=True)
 class Slot:
-    """The place of segment ``index`` in the output; ``source`` is its original text."""
+    """The place of segment ``index`` in the output; ``source`` is its original text, and
+    ``marks`` the inline markup that the segment text was sent without (innermost first)."""
 
     index: int
     source: str
+    marks: tuple[Mark, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +89,7 @@ class Encoded:
 
 
 Part = str | Slot | Gap | Encoded
+Pair = tuple[tuple[int, int], tuple[int, int]]
 
 
 class LayoutBuilder:
@@ -99,11 +120,14 @@ class LayoutBuilder:
             self._append(self.source[self.cursor : end])
             self.cursor = end
 
-    def paragraph(self, pieces: Sequence[tuple[int, int]]) -> None:
+    def paragraph(self, pieces: Sequence[tuple[int, int]], pairs: Sequence[Pair] = ()) -> None:
         """Translate the text of ``pieces`` (line-free spans, in order) as one paragraph.
 
-        The source between pieces (line breaks, quote markers, indentation) is read as a
-        single space; text before the first piece is passed through. A sentence already in
+        The source between pieces on different lines (line breaks, quote markers,
+        indentation) is read as a single space, between pieces of one line (inline markup)
+        as nothing; text before the first piece is passed through. ``pairs`` are the spans
+        of inline markup wrapping text (``**``…``**``, ``[``…``](url)``): those inside a
+        sentence become its ``Slot.marks``. A sentence already in
         the target language is passed through; protected spans are passed through and the
         text on either side of one is translated separately.
         """
@@ -122,13 +146,14 @@ class LayoutBuilder:
                 if not needs_translation(text):
                     previous_was_sentence = False
                     continue
-                self._slot(pieces, starts, text, piece_start, piece_end, previous_was_sentence)
+                self._slot(pieces, starts, pairs, text, piece_start, piece_end, previous_was_sentence)
                 previous_was_sentence = piece_end == end
 
     def _slot(
         self,
         pieces: Sequence[tuple[int, int]],
         starts: list[int],
+        pairs: Sequence[Pair],
         text: str,
         start: int,
         end: int,
@@ -138,15 +163,39 @@ class LayoutBuilder:
         source_start = self._to_source(pieces, starts, start)
         source_end = self._to_source(pieces, starts, end - 1) + 1
         between = self.source[self.cursor : source_start]
-        if after_sentence:  # only whitespace lies between two sentences
-            self.parts.append(Gap(between))
+        if after_sentence and not any(self.cursor <= s < source_start for pair in pairs for s, _ in pair):
+            self.parts.append(Gap(between))  # only whitespace lies between two sentences
         else:
             self._append(between)
         index = len(self.segments)
         self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
         source = self.source[source_start:source_end]
-        self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
+        marks = self._marks(pieces, pairs, source_start, source_end)
+        self.parts.append(Slot(index, text if source == text else source, marks))  # one copy, mostly
         self.cursor = source_end
+
+    def _marks(
+        self, pieces: Sequence[tuple[int, int]], pairs: Sequence[Pair], start: int, end: int
+    ) -> tuple[Mark, ...]:
+        """The marks of the markup in ``source[start:end]``, in the order they are applied: a
+        pair inside it wraps the text between (innermost first); then each side whose pair
+        lies outside wraps the whole sentence."""
+        marks, sides = [], []
+        for (open_start, open_end), (close_start, close_end) in pairs:
+            opens, closes = start <= open_start < end, start <= close_start < end
+            if not (opens or closes):
+                continue
+            inner = [
+                (max(s, open_end), min(e, close_start)) for s, e in pieces if s < close_start and e > open_end
+            ]
+            marks.append(
+                Mark(
+                    self.source[open_start:open_end] if opens else "",
+                    self._join(inner)[0] if opens and closes else "",
+                    self.source[close_start:close_end] if closes else "",
+                )
+            )
+        return (*marks, *sides)
 
     def encoded(self, end: int, raw: str, value: str, parts: Sequence[Part]) -> None:
         """Replace ``source[cursor:end]`` (the JSON string ``raw``) by a nested layout."""
@@ -161,11 +210,14 @@ class LayoutBuilder:
 
     def _join(self, pieces: Sequence[tuple[int, int]]) -> tuple[str, list[int]]:
         starts, texts, length = [], [], 0
-        for start, end in pieces:
+        for i, (start, end) in enumerate(pieces):
+            if i and "\n" in self.source[pieces[i - 1][1] : start]:
+                texts.append(" ")
+                length += 1
             starts.append(length)
             texts.append(self.source[start:end])
-            length += end - start + 1
-        return " ".join(texts), starts
+            length += end - start
+        return "".join(texts), starts
 
     @staticmethod
     def _to_source(pieces: Sequence[tuple[int, int]], starts: list[int], position: int) -> int:
@@ -194,12 +246,18 @@ def render(parts: Sequence[Part], segments: Sequence[Segment], translations: Seq
         elif isinstance(part, Slot):
             translation = translations[part.index]
             changed = translation != segments[part.index].text
-            out.append(translation if changed else part.source)
+            out.append(_marked(translation, part.marks) if changed else part.source)
             drop_gap = changed and ends_in_cjk(translation)
         else:
             value = render(part.parts, segments, translations)
             out.append(part.raw if value == part.value else json.dumps(value, ensure_ascii=False))
     return "".join(out)
+
+
+def _marked(translation: str, marks: Sequence[Mark]) -> str:
+    for mark in marks:  # innermost first
+        translation = mark.apply(translation)
+    return translation
 
 
 def ends_in_cjk(text: str) -> bool:
