@@ -29,13 +29,22 @@ _CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideograp
     r"\uac00-\ud7af\uf900-\ufaff"
 )
 _TAG = defaults.TEMPLATE_TAG_MAX_CHARS
+_TOKEN_START = r"(?<![\w.+-])"  # a match starts where a dotted word starts, never inside one
+# Each pattern scans forward from a start only as far as one token (or one brace, one
+# backtick), so a long line costs linear time, whatever it holds.
 BUILT_IN = {
-    "template": rf"\{{\{{.{{0,{_TAG}}}?\}}\}}|\{{%.{{0,{_TAG}}}?%\}}|\{{#.{{0,{_TAG}}}?#\}}",
-    "url": r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)" + _URL_END + r"|\bmailto:[^\s<>\"']+",
-    "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
-    "domain": r"\b(?:[a-z0-9-]+\.)+(?:" + defaults.PROTECTED_TLDS + r")\b(?![\w-])(?:/" + _URL_END + r")?",
+    "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
+    rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
+    "url": _TOKEN_START + r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
+    "email": _TOKEN_START + r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "domain": _TOKEN_START
+    + r"(?:[a-z0-9-]+\.)+(?:"
+    + defaults.PROTECTED_TLDS
+    + r")\b(?![\w-])(?:/"
+    + _URL_END
+    + r")?",
     "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
-    "code": r"(`+)[^`].*?(?<!`)\1(?!`)",
+    "code": r"``[^`]*(?:`[^`]+)*``|`[^`]+`",
     "cjk": rf"[{_CJK}](?:[{_CJK}\u3000-\u303f\uff00-\uffef\s]*[{_CJK}\u3000-\u303f\uff01-\uffef])?",
 }
 

@@ -98,14 +98,17 @@ def test_a_line_of_protected_spans_or_numbers_alone_is_not_translated():
     ]
 
 
-def test_jekyll_post_keeps_every_template_tag_link_target_and_span(tiny_bundle, tmp_path):
-    source = (DATA / "jekyll_post.md").read_text()
-    out = tmp_path / "post.zh.md"
-    result = CliRunner().invoke(
-        main, ["translate", str(DATA / "jekyll_post.md"), "-o", str(out), "--model", str(tiny_bundle)]
-    )
+def translated(name: str, tiny_bundle: Path, tmp_path: Path) -> tuple[str, str]:
+    """The text of tests/data/NAME and what `transqueue translate` writes for it."""
+    out = tmp_path / f"zh-{name}"
+    args = ["translate", str(DATA / name), "-o", str(out), "--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    output = out.read_text()
+    return (DATA / name).read_text(), out.read_text()
+
+
+def test_jekyll_post_keeps_every_template_tag_link_target_and_span(tiny_bundle, tmp_path):
+    source, output = translated("jekyll_post.md", tiny_bundle, tmp_path)
     tags = re.findall(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", source)
     assert len(tags) == 9 and all(output.count(tag) == source.count(tag) for tag in tags)
     targets = re.findall(r"\]\(([^)]*\}\}[^)]*|[^)\s]+)\)", source)
@@ -127,13 +130,7 @@ def test_jekyll_post_keeps_every_template_tag_link_target_and_span(tiny_bundle, 
 
 
 def test_gutenberg_footer_keeps_every_url_domain_and_address(tiny_bundle, tmp_path):
-    source = (DATA / "gutenberg_footer.txt").read_text()
-    out = tmp_path / "footer.zh.txt"
-    result = CliRunner().invoke(
-        main, ["translate", str(DATA / "gutenberg_footer.txt"), "-o", str(out), "--model", str(tiny_bundle)]
-    )
-    assert result.exit_code == 0, result.output
-    output = out.read_text()
+    source, output = translated("gutenberg_footer.txt", tiny_bundle, tmp_path)
     addresses = re.findall(r"(?:https?://|www\.)\S*[^\s.]|\S+@\S+\.org", source)
     assert len(addresses) == 9
     assert all(address in output for address in addresses)
