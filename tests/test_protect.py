@@ -59,7 +59,7 @@ def test_each_kind_of_protected_span(text, expected):
     assert spans_of(text) == expected
 
 
-def test_user_patterns_come_first_and_win_where_they_overlap():
+def test_user_patterns_add_to_the_built_in_ones_and_overlaps_go_to_the_first():
     text = "Ticket OPS-1234 is closed; see https://x.io/OPS-1234."
     assert spans_of(text, (r"\bOPS-\d+\b",)) == ["OPS-1234", "https://x.io/OPS-1234"]
     assert spans_of(text, (r"Ticket OPS",)) == ["Ticket OPS", "https://x.io/OPS-1234"]
