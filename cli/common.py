@@ -17,6 +17,8 @@ import click
 import redis
 from kombu.exceptions import OperationalError
 
+from producer import defaults as producer_defaults
+from producer.protect import ProtectError, compile_patterns
 from store.config import ConfigError, Settings
 from store.jobstore import CorruptRecord, JobInfo, JobStore
 from store.keys import BadName
@@ -141,3 +143,26 @@ def duration(seconds: float | None) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _protect_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """TRANSQUEUE_PROTECT's patterns then ``--protect``'s, each checked to be a usable regex."""
+    patterns = (*producer_defaults.PROTECT_PATTERNS, *value)
+    try:
+        compile_patterns(patterns)
+    except ProtectError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+    return patterns
+
+
+def protect_option(command: F) -> F:
+    """``--protect REGEX`` (repeatable): text it matches is kept, never translated."""
+    return click.option(
+        "--protect",
+        "protect",
+        multiple=True,
+        metavar="REGEX",
+        callback=_protect_patterns,
+        help="Keep text matching REGEX as it is, never translated (repeatable; added to the "
+        "built-in protected spans and to TRANSQUEUE_PROTECT, one pattern a line).",
+    )(command)

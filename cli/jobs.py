@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import cli_store, duration, job_info, model_key_of, record_options
+from cli.common import cli_store, duration, job_info, model_key_of, protect_option, record_options
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import stdin_lines
@@ -49,6 +49,7 @@ NO_MODEL = (
 )
 @record_options
 @click.option("--reflow", is_flag=True, help=".txt: paragraphs are hard-wrapped lines.")
+@protect_option
 @click.option(
     "--model",
     help="The model the job asks for: a bundle directory, or a model key (12 hex digits, as "
@@ -63,6 +64,7 @@ def submit_command(
     fields: tuple[str, ...],
     columns: tuple[str, ...],
     reflow: bool,
+    protect: tuple[str, ...],
     model: str | None,
     strict: bool,
 ) -> None:
@@ -74,7 +76,7 @@ def submit_command(
     cannot be read or parsed is reported and the others are submitted (exit status 1);
     with --strict, nothing is submitted then.
     """
-    options = ReadOptions(fields=fields, reflow=reflow, columns=columns)
+    options = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     errors: list[str] = []
     try:
         if "-" in paths:

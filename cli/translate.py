@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import record_options
+from cli.common import protect_option, record_options
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import Document, DocumentError, ReadOptions
@@ -69,6 +69,7 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
 )
 @record_options
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
+@protect_option
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
 def translate_command(
@@ -79,6 +80,7 @@ def translate_command(
     fields: tuple[str, ...],
     columns: tuple[str, ...],
     reflow: bool,
+    protect: tuple[str, ...],
     force: bool,
     threads: int | None,
 ) -> None:
@@ -91,7 +93,7 @@ def translate_command(
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
-    read = ReadOptions(fields=fields, reflow=reflow, columns=columns)
+    read = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     if Path("-") in inputs:
         if len(inputs) > 1 or out is not None:
             raise click.UsageError("'-' reads stdin alone and writes to stdout")

@@ -110,3 +110,25 @@ ZSTD_LEVEL = 3
 
 #: Field delimiter of each delimited-table format (RFC 4180 quoting for both).
 DELIMITERS = {"csv": ",", "tsv": "\t"}
+#: Top-level domains that make a bare dotted name (``pulse.cio.gov``, ``example.com/docs``) a
+#: protected domain (`producer.protect`). A closed list, so that abbreviations and file names
+#: with other suffixes ("e.g.", "config.yaml") are not taken for domains.
+PROTECTED_TLDS = (
+    "com|org|net|gov|edu|mil|int|io|dev|app|ai|info|biz|co|me|us|uk|eu|de|fr|cn|jp|ru|in|ca|"
+    "au|nl|ch|se|no|it|es|tv|xyz|site|online|tech|cloud"
+)
+
+#: A sentence whose letters are more than this fraction CJK (Han, kana, hangul; each other
+#: letter counts one) is already in the target script: it is copied to the output, not
+#: translated. 0.3: "你好，世界。" (1.0) and "我用 Python 写代码。" (5 of 11 letters, 0.45) are
+#: copied; an English sentence naming a Chinese person ("My friend 李明 lives in Beijing.",
+#: 2 of 25, 0.08) is translated, the name kept as a protected span.
+PASS_THROUGH_CJK_RATIO = 0.3
+
+#: TRANSQUEUE_PROTECT: extra protected-span patterns (Python regular expressions), one per
+#: line, added to those of ``--protect``. Empty by default.
+PROTECT_PATTERNS = tuple(p for p in os.environ.get("TRANSQUEUE_PROTECT", "").splitlines() if p.strip())
+
+#: Longest template tag (``{{ … }}``, ``{% … %}``, ``{# … #}``) recognised, in characters; bounds
+#: the search for its closing braces on a long line.
+TEMPLATE_TAG_MAX_CHARS = 1000

@@ -15,6 +15,7 @@ from producer.compression import split_name
 from producer.formats import jsonl, markdown, table, text
 from producer.inputs import Limits, decode_input, read_input
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
+from producer.protect import ProtectError, compile_patterns
 
 __all__ = [
     "Document",
@@ -27,6 +28,7 @@ __all__ = [
 ]
 
 FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
+BOM = "\ufeff"
 
 #: Why a Parquet file is not read as a text document (``producer.formats.parquet`` reads it).
 PARQUET_TRANSLATE_ONLY = (
@@ -43,12 +45,15 @@ class ReadOptions:
     paragraphs rather than one unit per line.
     ``limits``: the longest line and the largest file read (``producer.inputs``).
     ``columns``: the CSV/TSV columns to translate (header names, or else 0-based indexes).
+    ``protect``: extra protected-span patterns (regular expressions, ``producer.protect``),
+    by default those of ``TRANSQUEUE_PROTECT``.
     """
 
     fields: tuple[str, ...] = ()
     reflow: bool = False
     limits: Limits = Limits()
     columns: tuple[str, ...] = ()
+    protect: tuple[str, ...] = defaults.PROTECT_PATTERNS
 
 
 @dataclass
@@ -110,11 +115,19 @@ def parse_text(
 
     ``first_line`` is the line number of the content's first line in error messages (for
     content cut from a longer stream); ``header``, for a window of a CSV/TSV table after its
-    first, is the table's header (the content then has none).
+    first, is the table's header (the content then has none). A UTF-8 byte order mark is kept
+    in the output and the document after it is parsed as if it were not there. A
+    protected-span pattern of ``options`` that is not a valid regular expression is a
+    DocumentError.
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
-    builder = LayoutBuilder(content, segments)
+    bom = BOM if content.startswith(BOM) else ""
+    try:
+        compile_patterns(options.protect)
+    except ProtectError as error:
+        raise DocumentError(f"{where}: {error}") from None
+    builder = LayoutBuilder(content[len(bom) :], segments, lambda p: p + len(bom), options.protect)
     if fmt == "txt":
         text.build(builder, reflow=options.reflow)
     elif fmt == "md":
@@ -129,7 +142,8 @@ def parse_text(
         table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line, header)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
-    return Document(path, segments, builder.finish())
+    parts = builder.finish()
+    return Document(path, segments, [bom, *parts] if bom else parts)
 
 
 def output_path(input_path: Path) -> Path:

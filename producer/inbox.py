@@ -36,6 +36,7 @@ from pathlib import Path
 import redis
 from redis.exceptions import LockError
 
+from producer import defaults
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import read_input
@@ -132,7 +133,12 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         if r.state == SUBMITTED
         for name, digest in r.files.items()
     }
-    options = ReadOptions(fields=entry.fields, reflow=entry.reflow, columns=entry.columns)
+    options = ReadOptions(
+        fields=entry.fields,
+        reflow=entry.reflow,
+        columns=entry.columns,
+        protect=(*defaults.PROTECT_PATTERNS, *entry.protect),
+    )
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     try:
         tasks = plan_files([inbox], outbox)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from producer.cells import encode
+from producer.protect import is_target_language, protected_spans, unprotected
 from producer.segment import needs_translation, split_sentences
 
 
@@ -45,11 +46,31 @@ class Segment:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """Inline markup inside a sentence, sent to the model without it: ``opening`` and
+    ``closing`` around the text ``inner`` (either side may be empty, for markup whose pair
+    lies in another sentence)."""
+
+    opening: str
+    inner: str
+    closing: str
+
+    def apply(self, translation: str) -> str:
+        """``translation`` with the markup around ``inner`` where it occurs exactly once in
+        it (it was kept as it was), else around the whole translation."""
+        if self.inner and translation.count(self.inner) == 1:
+            return translation.replace(self.inner, self.opening + self.inner + self.closing)
+        return self.opening + translation + self.closing
+
+
+@dataclass(frozen=True, slots=True)
 class Slot:
-    """The place of segment ``index`` in the output; ``source`` is its original text."""
+    """The place of segment ``index`` in the output; ``source`` is its original text, and
+    ``marks`` the inline markup that the segment text was sent without (innermost first)."""
 
     index: int
     source: str
+    marks: tuple[Mark, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +92,15 @@ class Encoded:
 
 
 Part = str | Slot | Gap | Encoded
+Pair = tuple[tuple[int, int], tuple[int, int]]
 
 
 class LayoutBuilder:
     """Builds the parts of ``source`` front to back, appending sentences to ``segments``.
 
     ``offset`` maps a position in ``source`` to a position in the document text (they differ
-    for the decoded value of a JSON string).
+    for the decoded value of a JSON string). ``protect`` holds the user's protected-span
+    patterns, added to the built-in ones (`producer.protect`).
     """
 
     def __init__(
@@ -85,8 +108,10 @@ class LayoutBuilder:
         source: str,
         segments: list[Segment],
         offset: Callable[[int], int] = lambda position: position,
+        protect: tuple[str, ...] = (),
     ) -> None:
         self.source = source
+        self.protect = protect
         self.segments = segments
         self.offset = offset
         self.parts: list[Part] = []
@@ -98,35 +123,82 @@ class LayoutBuilder:
             self._append(self.source[self.cursor : end])
             self.cursor = end
 
-    def paragraph(self, pieces: Sequence[tuple[int, int]]) -> None:
+    def paragraph(self, pieces: Sequence[tuple[int, int]], pairs: Sequence[Pair] = ()) -> None:
         """Translate the text of ``pieces`` (line-free spans, in order) as one paragraph.
 
-        The source between pieces (line breaks, quote markers, indentation) is read as a
-        single space; text before the first piece is passed through.
+        The source between pieces on different lines (line breaks, quote markers,
+        indentation) is read as a single space, between pieces of one line (inline markup)
+        as nothing; text before the first piece is passed through. ``pairs`` are the spans
+        of inline markup wrapping text (``**``…``**``, ``[``…``](url)``): those inside a
+        sentence become its ``Slot.marks``. A sentence already in
+        the target language is passed through; protected spans are passed through and the
+        text on either side of one is translated separately.
         """
         pieces = [(s, e) for s, e in pieces if e > s]
         if not pieces:
             return
         logical, starts = self._join(pieces)
+        protected = protected_spans(logical, self.protect)
         previous_was_sentence = False
-        for start, end in split_sentences(logical):
-            text = logical[start:end]
-            if not needs_translation(text):
+        for start, end in split_sentences(logical, protected):
+            if is_target_language(logical[start:end]):
                 previous_was_sentence = False
                 continue
-            source_start = self._to_source(pieces, starts, start)
-            source_end = self._to_source(pieces, starts, end - 1) + 1
-            between = self.source[self.cursor : source_start]
-            if previous_was_sentence:  # only whitespace lies between two sentences
-                self.parts.append(Gap(between))
-            else:
-                self._append(between)
-            index = len(self.segments)
-            self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
-            source = self.source[source_start:source_end]
-            self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
-            self.cursor = source_end
-            previous_was_sentence = True
+            for piece_start, piece_end in unprotected(logical, start, end, protected):
+                text = logical[piece_start:piece_end]
+                if not needs_translation(text):
+                    previous_was_sentence = False
+                    continue
+                self._slot(pieces, starts, pairs, text, piece_start, piece_end, previous_was_sentence)
+                previous_was_sentence = piece_end == end
+
+    def _slot(
+        self,
+        pieces: Sequence[tuple[int, int]],
+        starts: list[int],
+        pairs: Sequence[Pair],
+        text: str,
+        start: int,
+        end: int,
+        after_sentence: bool,
+    ) -> None:
+        """Record ``text`` (at ``start..end`` of the joined paragraph) as the next segment."""
+        source_start = self._to_source(pieces, starts, start)
+        source_end = self._to_source(pieces, starts, end - 1) + 1
+        between = self.source[self.cursor : source_start]
+        if after_sentence and not any(self.cursor <= s < source_start for pair in pairs for s, _ in pair):
+            self.parts.append(Gap(between))  # only whitespace lies between two sentences
+        else:
+            self._append(between)
+        index = len(self.segments)
+        self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
+        source = self.source[source_start:source_end]
+        marks = self._marks(pieces, pairs, source_start, source_end)
+        self.parts.append(Slot(index, text if source == text else source, marks))  # one copy, mostly
+        self.cursor = source_end
+
+    def _marks(
+        self, pieces: Sequence[tuple[int, int]], pairs: Sequence[Pair], start: int, end: int
+    ) -> tuple[Mark, ...]:
+        """The marks of the markup in ``source[start:end]``, in the order they are applied: a
+        pair inside it wraps the text between (innermost first); then each side whose pair
+        lies outside wraps the whole sentence."""
+        marks, sides = [], []
+        for (open_start, open_end), (close_start, close_end) in pairs:
+            opens, closes = start <= open_start < end, start <= close_start < end
+            if not (opens or closes):
+                continue
+            inner = [
+                (max(s, open_end), min(e, close_start)) for s, e in pieces if s < close_start and e > open_end
+            ]
+            marks.append(
+                Mark(
+                    self.source[open_start:open_end] if opens else "",
+                    self._join(inner)[0] if opens and closes else "",
+                    self.source[close_start:close_end] if closes else "",
+                )
+            )
+        return (*marks, *sides)
 
     def encoded(self, end: int, raw: str, value: str, parts: Sequence[Part], codec: str = "json") -> None:
         """Replace ``source[cursor:end]`` (``raw``, encoding ``value``) by a nested layout."""
@@ -141,11 +213,14 @@ class LayoutBuilder:
 
     def _join(self, pieces: Sequence[tuple[int, int]]) -> tuple[str, list[int]]:
         starts, texts, length = [], [], 0
-        for start, end in pieces:
+        for i, (start, end) in enumerate(pieces):
+            if i and "\n" in self.source[pieces[i - 1][1] : start]:
+                texts.append(" ")
+                length += 1
             starts.append(length)
             texts.append(self.source[start:end])
-            length += end - start + 1
-        return " ".join(texts), starts
+            length += end - start
+        return "".join(texts), starts
 
     @staticmethod
     def _to_source(pieces: Sequence[tuple[int, int]], starts: list[int], position: int) -> int:
@@ -174,12 +249,18 @@ def render(parts: Sequence[Part], segments: Sequence[Segment], translations: Seq
         elif isinstance(part, Slot):
             translation = translations[part.index]
             changed = translation != segments[part.index].text
-            out.append(translation if changed else part.source)
+            out.append(_marked(translation, part.marks) if changed else part.source)
             drop_gap = changed and ends_in_cjk(translation)
         else:
             value = render(part.parts, segments, translations)
             out.append(part.raw if value == part.value else encode(part.codec, value, part.raw))
     return "".join(out)
+
+
+def _marked(translation: str, marks: Sequence[Mark]) -> str:
+    for mark in marks:  # innermost first
+        translation = mark.apply(translation)
+    return translation
 
 
 def ends_in_cjk(text: str) -> bool:

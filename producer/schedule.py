@@ -1,4 +1,4 @@
-"""Scheduled corpus jobs: the inbox entries of the TRANSQUEUE_SCHEDULE file, as beat entries.
+r"""Scheduled corpus jobs: the inbox entries of the TRANSQUEUE_SCHEDULE file, as beat entries.
 
 The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` tables::
 
@@ -10,6 +10,7 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
     fields = ["text"]                # optional: JSONL fields to translate
     columns = ["body"]               # optional: CSV/TSV columns to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
+    protect = ['\b[A-Z]+-\d+\b']     # optional: text kept as is (ticket ids), as --protect
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from celery.schedules import crontab
 
+from producer.protect import ProtectError, compile_patterns
 from store.keys import BadName, check_name
 from store.queues import SCAN_TASK
 
@@ -45,6 +47,7 @@ class InboxEntry:
     fields: tuple[str, ...] = ()
     reflow: bool = False
     columns: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
@@ -57,6 +60,7 @@ class InboxEntry:
             fields=tuple(data.get("fields", ())),
             reflow=bool(data.get("reflow", False)),
             columns=tuple(str(column) for column in data.get("columns", ())),
+            protect=tuple(data.get("protect", ())),
         )
 
     def celery_schedule(self) -> crontab | float:
@@ -94,7 +98,7 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     missing = [k for k in ("name", "inbox", "outbox", "schedule") if k not in table]
     if missing:
         raise ScheduleError(f"{where}: missing {', '.join(missing)}")
-    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow", "columns"}
+    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow", "columns", "protect"}
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     try:
@@ -107,6 +111,12 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
     entry = InboxEntry.from_dict(table)
+    if any(not isinstance(pattern, str) for pattern in entry.protect):
+        raise ScheduleError(f"{where}: protect must be a list of regular expressions")
+    try:
+        compile_patterns(entry.protect)
+    except ProtectError as exc:
+        raise ScheduleError(f"{where}: {exc}") from None
     try:
         when = entry.celery_schedule()
     except ValueError as exc:

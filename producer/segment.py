@@ -16,8 +16,10 @@ whitespace; the whitespace between them is left to the caller as passthrough.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from producer import defaults, pysbd_process
 
@@ -44,12 +46,30 @@ def needs_translation(text: str) -> bool:
     return any(unicodedata.category(c).startswith("L") for c in _URL.sub("", text))
 
 
-def split_sentences(text: str) -> list[Span]:
-    """Sentence spans of one paragraph (no line breaks), stripped of surrounding whitespace."""
+def split_sentences(text: str, protected: Sequence[Span] = ()) -> list[Span]:
+    """Sentence spans of one paragraph (no line breaks), stripped of surrounding whitespace.
+
+    No sentence ends inside one of the ``protected`` spans (sorted, not overlapping): two
+    sentences that a protected span straddles are one.
+    """
     spans: list[Span] = []
     for start, end in _precut(text, defaults.PARAGRAPH_MAX_CHARS):
         spans.extend((start + s, start + e) for s, e in _split_chunk(text[start:end]))
-    return spans
+    return _join_across(spans, protected)
+
+
+def _join_across(spans: list[Span], protected: Sequence[Span]) -> list[Span]:
+    """``spans`` with each pair of neighbours that a protected span straddles joined."""
+    starts = [start for start, _ in protected]
+    joined: list[Span] = []
+    for start, end in spans:
+        if joined:
+            k = bisect.bisect_left(starts, joined[-1][1]) - 1  # last span starting before
+            if k >= 0 and protected[k][1] > start:
+                joined[-1] = (joined[-1][0], end)
+                continue
+        joined.append((start, end))
+    return joined
 
 
 def fallback_split(text: str) -> list[Span]:
@@ -65,7 +85,7 @@ def fallback_split(text: str) -> list[Span]:
         spans.append((start, match.end()))
         start = match.end()
     spans.append((start, len(text)))
-    return [span for span in (_strip(text, s, e) for s, e in spans) if span is not None]
+    return [span for span in (strip_span(text, s, e) for s, e in spans) if span is not None]
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
@@ -91,7 +111,7 @@ def _precut(text: str, limit: int) -> list[Span]:
 
 
 def _split_chunk(chunk: str) -> list[Span]:
-    stripped = _strip(chunk, 0, len(chunk))
+    stripped = strip_span(chunk, 0, len(chunk))
     if stripped is None:
         return []
     lead, tail = stripped
@@ -118,10 +138,11 @@ def _pysbd_spans(body: str) -> list[Span] | None:
         position = end
     if position != len(body):
         return None
-    return [span for span in (_strip(body, s, e) for s, e in raw) if span is not None]
+    return [span for span in (strip_span(body, s, e) for s, e in raw) if span is not None]
 
 
-def _strip(text: str, start: int, end: int) -> Span | None:
+def strip_span(text: str, start: int, end: int) -> Span | None:
+    """``start..end`` without the whitespace at either end, or None if nothing else is left."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():

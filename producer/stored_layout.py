@@ -8,7 +8,8 @@ renders byte for byte like ``doc``.
 
 Format: ``{"segments": [[start, end, text], ...], "parts": [part, ...]}`` where a part is
 passthrough text (a JSON string), ``{"slot": i}`` (plus ``"source"`` where the source text
-differs from the segment's text), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
+differs from the segment's text, and ``"marks": [[opening, inner, closing], ...]`` where the
+sentence was sent without inline markup), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
 JSON string value (its decoded value is ``json.loads(raw)``), with ``"codec": "csv"`` (or
 ``"tsv"``) for a table cell instead (``producer.cells``).
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from producer.cells import decode
 from producer.documents import Document, DocumentError
-from producer.layout import Encoded, Gap, Part, Segment, Slot
+from producer.layout import Encoded, Gap, Mark, Part, Segment, Slot
 
 
 def dump_document(document: Document) -> str:
@@ -56,6 +57,9 @@ def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment], out: io.Stri
                 if part.source == segments[part.index].text
                 else f',"source":{encode_basestring(part.source)}'
             )
+            marks = [[m.opening, m.inner, m.closing] for m in part.marks]
+            if marks:
+                source += f',"marks":{json.dumps(marks, ensure_ascii=False, separators=(",", ":"))}'
             out.write(f'{{"slot":{part.index}{source}}}')
         elif isinstance(part, Gap):
             out.write(f'{{"gap":{encode_basestring(part.text)}}}')
@@ -92,7 +96,8 @@ def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -
         elif "slot" in item:
             index = int(item["slot"])
             slots.append(index)
-            parts.append(Slot(index, item.get("source", segments[index].text)))
+            marks = tuple(Mark(str(o), str(i), str(c)) for o, i, c in item.get("marks", ()))
+            parts.append(Slot(index, item.get("source", segments[index].text), marks))
         elif "gap" in item:
             parts.append(Gap(str(item["gap"])))
         else:

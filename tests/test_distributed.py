@@ -294,6 +294,24 @@ def test_the_translation_memory_serves_a_resubmitted_job(cluster, translator, tm
     assert "cache hits   " + str(second.total) in cluster.cli("status", second.job_id).output
 
 
+def test_protected_spans_markup_and_bom_come_back_as_translate_writes_them(cluster, translator, tmp_path):
+    data = Path(__file__).parent / "data"
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "post.md").write_text((data / "jekyll_post.md").read_text())
+    (inputs / "footer.txt").write_text("\ufeff" + (data / "gutenberg_footer.txt").read_text())
+    (inputs / "tickets.txt").write_text("Ticket OPS-1234 is fixed. 你好，世界。\n")
+    protect = r"\bOPS-\d+\b"
+    job_id = cluster.cli("submit", str(inputs), "--out", str(tmp_path / "out"), "--protect", protect).output
+    info = cluster.wait_job(job_id.strip())
+    assert info.state == DONE and info.documents == 3
+    cluster.cli("fetch", info.job_id)
+    expected = translate_locally([inputs], tmp_path / "expected", translator, ReadOptions(protect=(protect,)))
+    assert_same_files(tmp_path / "out", expected)
+    assert " OPS-1234 " in (tmp_path / "out" / "tickets.txt").read_text()
+    assert (tmp_path / "out" / "footer.txt").read_text().startswith("\ufeff")
+
+
 def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
     records = [{"id": i, "text": f"{s} {s.lower()}"} for i, s in enumerate(sentences("stream", 40))]
     data = "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n") for i, r in enumerate(records)).encode()

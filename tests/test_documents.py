@@ -231,9 +231,7 @@ def test_markdown_structure():
         "Getting started",
         "Dr. Smith went to the U.S. on Monday.",
         "He met Bob there.",
-        "See",
-        "the docs",
-        "now.",
+        "See the docs now.",
         "First item.",
         "Two.",
         "Task item continued here.",
@@ -264,16 +262,40 @@ def test_markdown_structure():
     ):
         assert kept in out
     assert "# 译0。 #\n" in out
-    assert '\n译1。译2。译3。 [译4。](http://x.y/a "T") 译5。\n' in out
-    assert "\n- 译6。译7。\n- [ ] 译8。\n" in out
-    assert "\n> 译9。译10。\n" in out
-    assert "\n| 译11。 | 译12。 |\n" in out
+    assert '\n译1。译2。[译3。](http://x.y/a "T")\n' in out  # the link around the whole sentence
+    assert "\n- 译4。译5。\n- [ ] 译6。\n" in out
+    assert "\n> 译7。译8。\n" in out
+    assert "\n| 译9。 | 译10。 |\n" in out
 
 
-def test_markdown_link_text_and_emphasis_keep_markup():
+def test_markdown_sentence_with_emphasis_and_a_link_is_translated_whole():
     doc = parse_text("Read **the guide** and [this page](page.md).\n", "md")
-    assert [s.text for s in doc.segments] == ["Read", "the guide", "and", "this page"]
-    assert doc.render(["读", "指南", "和", "此页"]) == "读 **指南** 和 [此页](page.md).\n"
+    assert [s.text for s in doc.segments] == ["Read the guide and this page."]
+    # the marked text is not in the translation: the markup goes around the whole of it
+    assert doc.render(["阅读指南和此页。"]) == "[**阅读指南和此页。**](page.md)\n"
+
+
+def test_markdown_markup_goes_back_around_marked_text_found_in_the_translation():
+    doc = parse_text("Ask *Bob* about [the Rust book](https://doc.rust-lang.org/book/).\n", "md")
+    assert [s.text for s in doc.segments] == ["Ask Bob about the Rust book."]
+    assert doc.render(["问Bob关于the Rust book。"]) == (
+        "问*Bob*关于[the Rust book](https://doc.rust-lang.org/book/)。\n"
+    )
+
+
+def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
+    doc = parse_text("One *two. Three* four.\n", "md")
+    assert [s.text for s in doc.segments] == ["One two.", "Three four."]
+    assert doc.render(["一二。", "三四。"]) == "*一二。三四。*\n"
+
+
+def test_markdown_image_alt_text_is_translated_and_targets_kept():
+    content = "[![Build status](https://ci.x/badge.svg)](https://ci.x/) ![A red cat](img/cat.png 'Cat')\n"
+    doc = parse_text(content, "md")
+    assert [s.text for s in doc.segments] == ["Build status", "A red cat"]
+    assert doc.render(["构建状态", "一只红猫"]) == (
+        "[![构建状态](https://ci.x/badge.svg)](https://ci.x/) ![一只红猫](img/cat.png 'Cat')\n"
+    )
 
 
 # -- JSONL ---------------------------------------------------------------------------
@@ -379,6 +401,7 @@ def test_markdown_code_inside_lists_footnotes_images_and_setext():
         "Nested item.",
         "Back to normal.",
         "See",
+        "a cat",
         "now.",
         "The note.",
     ]

@@ -66,6 +66,8 @@ def test_json_schedule(tmp_path):
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
         ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
         ({"name": "a:runs", "inbox": "i", "outbox": "o", "schedule": 1}, "inbox name 'a:runs'"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "protect": ["(x"]}, "not a regular expr"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "protect": [3]}, "list of regular expr"),
     ],
 )
 def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
@@ -74,6 +76,11 @@ def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
     with pytest.raises(ScheduleError, match=message) as error:
         load_schedule(path)
     assert str(path) in str(error.value)
+
+
+def test_the_deployed_example_protects_ticket_ids(tmp_path):
+    entries = load_schedule(Path(__file__).parents[1] / "deploy" / "schedule.toml")
+    assert entries[0].protect == (r"\b[A-Z]+-\d+\b",) and entries[1].protect == ()
 
 
 def test_duplicate_names_and_bad_syntax(tmp_path):

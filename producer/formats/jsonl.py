@@ -95,7 +95,9 @@ def _too_deep(content: str) -> int | None:
 def _translate_value(builder: LayoutBuilder, start: int, end: int, value: str, reflow: bool) -> None:
     raw = builder.source[start:end]
     positions = _raw_positions(raw)
-    nested = LayoutBuilder(value, builder.segments, lambda p: builder.offset(start + positions[p]))
+    nested = LayoutBuilder(
+        value, builder.segments, lambda p: builder.offset(start + positions[p]), builder.protect
+    )
     text_format.build(nested, reflow=reflow)
     builder.encoded(end, raw, value, nested.finish())
 

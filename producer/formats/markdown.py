@@ -5,7 +5,9 @@ link reference definitions, thematic breaks and table delimiter rows pass throug
 Other lines lose their container markup (quote markers, list markers, heading hashes) to
 passthrough, and the rest is split into text and inline markup by
 ``producer.formats.markdown_inline``. Consecutive lines of one paragraph are read as one
-paragraph, so sentences hard-wrapped across lines are translated whole.
+paragraph, so sentences hard-wrapped across lines are translated whole; so are sentences
+with emphasis, links and images, whose markup is sent to the model without the markup and
+put back around the translation (`producer.layout.Mark`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from producer.formats.lines import Line, split_lines
-from producer.formats.markdown_inline import text_spans
+from producer.formats.markdown_inline import markup, pair_markup
 from producer.layout import LayoutBuilder
 
 _CONTAINER = re.compile(
@@ -83,17 +85,28 @@ def _continues(last: _TextLine, line: _TextLine) -> bool:
 
 
 def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
-    """Translate the runs of text in ``paragraph``; inline markup ends a run."""
+    """Translate the runs of text in ``paragraph``: breaking inline markup ends a run, and
+    wrapping markup (emphasis, links, images) is put back around the translation."""
+    source = builder.source
+    matches = [m for line in paragraph for m in markup(source, line.start, line.end, line.kind == "table")]
+    pairs = pair_markup(matches)
+    wrapping = {span for pair in pairs for span in pair}
     run: list[tuple[int, int]] = []
-    previous_end = -1
+    k = 0
     for line in paragraph:
-        for start, end in text_spans(builder.source, line.start, line.end, line.kind == "table"):
-            if run and not (start == line.start and run[-1][1] == previous_end):
-                builder.paragraph(run)
+        position = line.start
+        while k < len(matches) and matches[k].start() < line.end:
+            match = matches[k]
+            if match.start() > position:
+                run.append((position, match.start()))
+            if match.span() not in wrapping:
+                builder.paragraph(run, pairs)
                 run = []
-            run.append((start, end))
-        previous_end = line.end
-    builder.paragraph(run)
+            position = match.end()
+            k += 1
+        if line.end > position:
+            run.append((position, line.end))
+    builder.paragraph(run, pairs)
 
 
 def _scan(text: str) -> Iterator[_TextLine | None]:

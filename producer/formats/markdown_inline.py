@@ -1,41 +1,68 @@
-"""Inline Markdown: which parts of a line are text to translate and which are markup."""
+"""Inline Markdown: which parts of a paragraph are text to translate and which are markup.
+
+Markup is either *wrapping* (emphasis delimiters, and link brackets with their targets,
+paired up) or *breaking* (code spans, autolinks, inline HTML, bare URLs, table cell pipes,
+footnote references, image brackets with their targets, and wrapping markup left without its pair). Text on
+either side of wrapping markup stays one sentence; breaking markup ends a run of text (so an
+image's alt text is translated on its own).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 _URL_END = r"[^\s<>()]*[^\s<>().,;:!?'\"*_~]"
+_TEMPLATE = r"\{\{.*?\}\}|\{%.*?%\}"  # a template tag in a link target: {{ site.baseurl }}/x
 _INLINE = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
-    r"|(?P<code>(`+).+?(?<!`)(?P=c1)(?!`))"
+    r"|(?P<code>(?P<ticks>`+).+?(?<!`)(?P=ticks)(?!`))"
     r"|(?P<autolink><(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>)"
     r"|(?P<html><!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*?)?/?>)"
-    r"|(?P<image>!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?)"
-    r"|(?P<link_end>\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\)"
+    r"|(?P<image>!\[)"
+    r"|(?P<link_end>\]\((?:" + _TEMPLATE + r"|[^()\s]|\([^()\s]*\))*"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\)"
     r"|\]\[[^\]]*\]|\])"
+    r"|(?P<footnote>\[\^[^\]\s]+\])"
     r"|(?P<bracket>\[)"
     r"|(?P<url>(?:https?|ftp)://" + _URL_END + r"|www\." + _URL_END + r")"
     r"|(?P<emphasis>\*+|(?<!\w)_+|_+(?!\w)|~~)"
-).replace("(`+)", "(?P<c1>`+)")
+)
 _MARKUP = re.compile(_INLINE)
 _MARKUP_IN_TABLE = re.compile(_INLINE + r"|(?P<pipe>\|)")
 
+Span = tuple[int, int]
+Pair = tuple[Span, Span]
 
-def text_spans(line: str, start: int, end: int, table: bool = False) -> Iterator[tuple[int, int]]:
-    """Spans of ``line[start:end]`` that are text; everything between them is markup.
 
-    Markup is code spans, autolinks, inline HTML, images, link brackets and targets, bare
-    URLs, emphasis markers and (in a table row) cell pipes. Backslash escapes stay in the text.
-    Adjacent text spans are merged.
-    """
+def markup(text: str, start: int, end: int, table: bool = False) -> Iterator[re.Match[str]]:
+    """The inline markup of ``text[start:end]`` in order (backslash escapes stay text);
+    in a table row (``table``), cell pipes too."""
     pattern = _MARKUP_IN_TABLE if table else _MARKUP
-    text_start = start
-    for match in pattern.finditer(line, start, end):
-        if match.lastgroup == "escape":
-            continue
-        if match.start() > text_start:
-            yield text_start, match.start()
-        text_start = match.end()
-    if end > text_start:
-        yield text_start, end
+    for match in pattern.finditer(text, start, end):
+        if match.lastgroup != "escape":
+            yield match
+
+
+def pair_markup(matches: Sequence[re.Match[str]]) -> list[Pair]:
+    """The wrapping pairs among ``matches``: an emphasis delimiter with the next equal one,
+    a ``[`` with the link end that closes it. Openers left between the two sides of a pair,
+    an image's ``![`` and the link end closing it, and every other match pair with nothing."""
+    pairs: list[Pair] = []
+    open_at: list[int] = []
+    for i, match in enumerate(matches):
+        kind = match.lastgroup
+        if kind == "emphasis":
+            closes = [k for k in open_at if matches[k].group() == match.group()]
+        elif kind == "link_end":
+            closes = [k for k in open_at if matches[k].lastgroup in ("bracket", "image")]
+        else:
+            closes = []
+        if closes:
+            k = closes[-1]
+            if matches[k].lastgroup != "image":
+                pairs.append((matches[k].span(), match.span()))
+            del open_at[open_at.index(k) :]
+        elif kind in ("emphasis", "bracket", "image"):
+            open_at.append(i)
+    return pairs

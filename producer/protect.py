@@ -1,0 +1,115 @@
+"""Protected spans: text that is never sent to the model and comes back byte-identical.
+
+Built in: URLs (with query strings and fragments), e-mail addresses, bare domains, template
+tags (Liquid/Jinja/Handlebars ``{{ }}``, ``{% %}``, ``{# #}``), HTML entities, inline code in
+backticks, and runs of CJK characters (already in the target script). Users add patterns
+(``--protect REGEX``, ``TRANSQUEUE_PROTECT``). Numbers are protected where they stand alone: a
+piece of text without a letter is never translated (``needs_translation``).
+
+`producer.layout` keeps each span as passthrough and translates the text on either side of
+it separately (the demo model copies no placeholder token: see README "Protected spans");
+`producer.segment` never ends a sentence inside a span.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from producer import defaults
+from producer.segment import strip_span
+
+Span = tuple[int, int]
+
+_URL_END = r"[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}*_]"
+_CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideographs
+    r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff"
+)
+_TAG = defaults.TEMPLATE_TAG_MAX_CHARS
+_TOKEN_START = r"(?<![\w.+-])"  # a match starts where a dotted word starts, never inside one
+# Each pattern scans forward from a start only as far as one token (or one brace, one
+# backtick), so a long line costs linear time, whatever it holds.
+BUILT_IN = {
+    "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
+    rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
+    "url": _TOKEN_START + r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
+    "email": _TOKEN_START + r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "domain": _TOKEN_START
+    + r"(?:[a-z0-9-]+\.)+(?:"
+    + defaults.PROTECTED_TLDS
+    + r")\b(?![\w-])(?:/"
+    + _URL_END
+    + r")?",
+    "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
+    "code": r"``[^`]*(?:`[^`]+)*``|`[^`]+`",
+    "cjk": rf"[{_CJK}](?:[{_CJK}\u3000-\u303f\uff00-\uffef\s]*[{_CJK}\u3000-\u303f\uff01-\uffef])?",
+}
+
+
+class ProtectError(ValueError):
+    """A user pattern that is not a valid regular expression, or matches empty text."""
+
+
+@functools.lru_cache(maxsize=32)
+def compile_patterns(extra: tuple[str, ...] = ()) -> tuple[re.Pattern[str], ...]:
+    """The user patterns ``extra`` and the built-in ones, compiled; ProtectError names a
+    user pattern that is not a regular expression or that matches empty text."""
+    compiled = []
+    for pattern in extra:
+        try:
+            user = re.compile(pattern)
+        except re.error as error:
+            raise ProtectError(f"--protect {pattern!r}: not a regular expression ({error})") from None
+        if user.fullmatch(""):
+            raise ProtectError(f"--protect {pattern!r}: matches empty text")
+        compiled.append(user)
+    return (*compiled, *_BUILT_IN)
+
+
+def protected_spans(text: str, extra: tuple[str, ...] = ()) -> list[Span]:
+    """The protected spans of ``text``, in order, not overlapping: where matches overlap, the
+    one starting first wins, and of those the longest."""
+    matches = sorted(
+        (m.start(), -m.end())
+        for pattern in compile_patterns(extra)
+        for m in pattern.finditer(text)
+        if m.end() > m.start()
+    )
+    spans: list[Span] = []
+    for start, negative_end in matches:
+        if not spans or start >= spans[-1][1]:
+            spans.append((start, -negative_end))
+    return spans
+
+
+def unprotected(text: str, start: int, end: int, spans: Sequence[Span]) -> list[Span]:
+    """The parts of ``text[start:end]`` outside ``spans`` (sorted), stripped of surrounding whitespace."""
+    parts: list[Span] = []
+    position = start
+    for span_start, span_end in spans:
+        if span_end <= position or span_start >= end:
+            continue
+        parts.append((position, span_start))
+        position = span_end
+    parts.append((position, end))
+    return [span for span in (strip_span(text, s, e) for s, e in parts) if span is not None]
+
+
+def cjk_ratio(text: str) -> float:
+    """The fraction of the letters of ``text`` that are CJK (Han, kana, hangul)."""
+    letters = [c for c in text if unicodedata.category(c).startswith("L")]
+    if not letters:
+        return 0.0
+    return sum(1 for c in letters if _IS_CJK.match(c)) / len(letters)
+
+
+def is_target_language(text: str) -> bool:
+    """Whether ``text`` is already mostly in the target script (copied, not translated)."""
+    return cjk_ratio(text) > defaults.PASS_THROUGH_CJK_RATIO
+
+
+_IS_CJK = re.compile(f"[{_CJK}]")
+_BUILT_IN = tuple(re.compile(pattern) for pattern in BUILT_IN.values())

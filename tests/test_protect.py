@@ -1,0 +1,211 @@
+"""Protected spans, pass-through of text already in Chinese, and the BOM, on real documents.
+
+Rendering with the tiny random model (`tiny_bundle`), whose output is arbitrary text, shows
+that what is protected never depended on the model copying it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from producer import defaults
+from producer.documents import ReadOptions, parse_text, read_document
+from producer.protect import cjk_ratio, protected_spans
+from producer.segment import split_sentences
+from producer.stored_layout import dump_document, load_document
+
+DATA = Path(__file__).parent / "data"
+
+
+def spans_of(text: str, extra: tuple[str, ...] = ()) -> list[str]:
+    return [text[start:end] for start, end in protected_spans(text, extra)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # URL with a query string and a fragment; the full stop after it is prose
+            "Data at https://pulse.cio.gov/data/domains/https.csv?sort=desc&page=2#top.",
+            ["https://pulse.cio.gov/data/domains/https.csv?sort=desc&page=2#top"],
+        ),
+        (
+            "Mirror: www.gutenberg.org/ebooks/98?format=txt, or ftp://ftp.ibiblio.org/pub/.",
+            ["www.gutenberg.org/ebooks/98?format=txt", "ftp://ftp.ibiblio.org/pub/"],
+        ),
+        (
+            "Write to gbnewby@pglaf.org or mailto:help@gutenberg.org.",
+            ["gbnewby@pglaf.org", "mailto:help@gutenberg.org"],
+        ),
+        (
+            "Bare domains like pulse.cio.gov and rust-lang.org are kept; e.g. config.yaml is not.",
+            ["pulse.cio.gov", "rust-lang.org"],
+        ),
+        (
+            "Read {{ site.baseurl }}/notes, {% post_url 2016-07-21-launch %} and {# note #} now.",
+            ["{{ site.baseurl }}", "{% post_url 2016-07-21-launch %}", "{# note #}"],
+        ),
+        ("Tom &amp; Jerry &#169; 2016 &#x2014; all", ["&amp;", "&#169;", "&#x2014;"]),
+        ("Run `rg -i foo` or ``a `b` c`` first.", ["`rg -i foo`", "``a `b` c``"]),
+        ("My friend 李明 lives in 北京 now.", ["李明", "北京"]),
+    ],
+)
+def test_each_kind_of_protected_span(text, expected):
+    assert spans_of(text) == expected
+
+
+def test_user_patterns_add_to_the_built_in_ones_and_overlaps_go_to_the_first():
+    text = "Ticket OPS-1234 is closed; see https://x.io/OPS-1234."
+    assert spans_of(text, (r"\bOPS-\d+\b",)) == ["OPS-1234", "https://x.io/OPS-1234"]
+    assert spans_of(text, (r"Ticket OPS",)) == ["Ticket OPS", "https://x.io/OPS-1234"]
+
+
+@pytest.mark.parametrize(
+    ("text", "url"),
+    [
+        ("Open https://example.com/page?x=1 now. Then go.", "https://example.com/page?x=1"),
+        ("The url is https://a.b/x?y. Is it?", "https://a.b/x?y"),
+        ("See https://example.com/a?b=1#top! Then go.", "https://example.com/a?b=1#top"),
+    ],
+)
+def test_sentence_splitting_never_cuts_inside_a_protected_span(text, url):
+    assert len(split_sentences(text)) == 3  # pysbd alone cuts the URL at its '?'
+    kept = split_sentences(text, protected_spans(text))
+    assert len(kept) == 2 and url in text[kept[0][0] : kept[0][1]]
+
+
+def test_text_between_protected_spans_is_translated_around_them():
+    doc = parse_text("Visit https://example.com/page?x=1 for more. Mail a@b.org today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Visit", "for more.", "Mail", "today."]
+    assert doc.render(["访问", "了解更多。", "写信给", "今天。"]) == (
+        "访问 https://example.com/page?x=1 了解更多。写信给 a@b.org 今天。\n"
+    )
+
+
+def test_a_line_of_protected_spans_or_numbers_alone_is_not_translated():
+    content = (
+        "https://www.gutenberg.org/ebooks/98?format=txt\n2016\n{{ page.title }}\n1,024.5\n(801) 596-1887\n"
+    )
+    doc = parse_text(content, "txt")
+    assert doc.segments == []
+    assert [s.text for s in parse_text("Chapter 12 has 1,024 words.\n", "txt").segments] == [
+        "Chapter 12 has 1,024 words."  # numbers inside a sentence go to the model with it
+    ]
+
+
+def translated(name: str, tiny_bundle: Path, tmp_path: Path) -> tuple[str, str]:
+    """The text of tests/data/NAME and what `transqueue translate` writes for it."""
+    out = tmp_path / f"zh-{name}"
+    args = ["translate", str(DATA / name), "-o", str(out), "--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return (DATA / name).read_text(), out.read_text()
+
+
+def test_jekyll_post_keeps_every_template_tag_link_target_and_span(tiny_bundle, tmp_path):
+    source, output = translated("jekyll_post.md", tiny_bundle, tmp_path)
+    tags = re.findall(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", source)
+    assert len(tags) == 9 and all(output.count(tag) == source.count(tag) for tag in tags)
+    targets = re.findall(r"\]\(([^)]*\}\}[^)]*|[^)\s]+)\)", source)
+    assert len(targets) == 3 and all(f"]({target})" in output for target in targets)
+    for kept in (
+        '---\nlayout: post\ntitle: "Shipping the new dashboard"\npermalink: /blog/new-dashboard/\n---\n',
+        "{% include toc.html %}\n",
+        "[pulse.cio.gov](https://pulse.cio.gov/data/domains/https.csv?sort=desc#top)",
+        "![",
+        "data-team@example.org &mdash;",
+        "`make serve`",
+        "http://localhost:4000/blog/?draft=1",
+        "{% if site.comments %}\n",
+        "\n{% endif %}\n",
+    ):
+        assert kept in output
+    for segment in read_document(DATA / "jekyll_post.md").segments:
+        assert not re.search(r"\{[{%#]|https?:|@|&\w+;|`", segment.text)
+
+
+def test_gutenberg_footer_keeps_every_url_domain_and_address(tiny_bundle, tmp_path):
+    source, output = translated("gutenberg_footer.txt", tiny_bundle, tmp_path)
+    addresses = re.findall(r"(?:https?://|www\.)\S*[^\s.]|\S+@\S+\.org", source)
+    assert len(addresses) == 9
+    assert all(address in output for address in addresses)
+    lines = output.splitlines()
+    assert len(lines) == len(source.splitlines())
+    assert lines[-2:] == ["https://www.gutenberg.org/ebooks/98?format=txt&mirror=1", "2016"]
+    assert "        http://www.gutenberg.org/9/98/" in lines
+
+
+def test_protect_option_keeps_what_the_user_names(tiny_bundle, tmp_path, monkeypatch):
+    (tmp_path / "in.txt").write_text("Ticket OPS-1234 and build 7f3a9c are fixed.\n")
+    monkeypatch.setattr(defaults, "PROTECT_PATTERNS", (r"\b[0-9a-f]{6}\b",))  # TRANSQUEUE_PROTECT
+    args = [
+        "translate",
+        str(tmp_path / "in.txt"),
+        "-o",
+        str(tmp_path / "out.txt"),
+        "--model",
+        str(tiny_bundle),
+    ]
+    result = CliRunner().invoke(main, [*args, "--protect", r"\bOPS-\d+\b"])
+    assert result.exit_code == 0, result.output
+    output = (tmp_path / "out.txt").read_text()
+    assert " OPS-1234 " in output and " 7f3a9c " in output
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"), [("(unclosed", "not a regular expression"), ("x*", "matches empty")]
+)
+def test_a_bad_protect_pattern_is_a_usage_error_naming_it(tmp_path, pattern, why):
+    (tmp_path / "in.txt").write_text("Hello.\n")
+    result = CliRunner().invoke(main, ["translate", str(tmp_path / "in.txt"), "--protect", pattern])
+    assert result.exit_code == 2
+    assert pattern in result.output and why in result.output and "Traceback" not in result.output
+
+
+def test_text_already_in_chinese_is_copied_and_cjk_names_in_english_survive():
+    content = "你好，世界。\n我用 Python 写代码。\nMy friend 李明 lives in Beijing.\n"
+    doc = parse_text(content, "txt")
+    assert [s.text for s in doc.segments] == ["My friend", "lives in Beijing."]
+    assert (
+        doc.render(["我的朋友", "住在北京。"])
+        == "你好，世界。\n我用 Python 写代码。\n我的朋友 李明 住在北京。\n"
+    )
+    assert cjk_ratio("你好，世界。") == 1.0 > defaults.PASS_THROUGH_CJK_RATIO
+    assert (
+        cjk_ratio("我用 Python 写代码。")
+        > defaults.PASS_THROUGH_CJK_RATIO
+        > cjk_ratio("My friend 李明 lives.")
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "content", "first"),
+    [
+        ("txt", "Hello there.\nBye.\n", "Hello there."),
+        ("md", "# Heading one\n\nSome text.\n", "Heading one"),
+        ("jsonl", '{"text": "Hello there."}\n', "Hello there."),
+    ],
+)
+def test_the_bom_is_kept_and_never_sent_to_the_model(fmt, content, first):
+    doc = parse_text("\ufeff" + content, fmt, ReadOptions(fields=("text",)))
+    assert doc.segments[0].text == first and not any("\ufeff" in s.text for s in doc.segments)
+    assert doc.segments[0].start == 1 + content.index(first)
+    output = doc.render(["译文"] * len(doc.segments))
+    assert output.startswith("\ufeff") and output.count("\ufeff") == 1
+    if fmt == "md":
+        assert output.startswith("\ufeff# 译文\n")
+    if fmt == "jsonl":
+        assert json.loads(output[1:]) == {"text": "译文"}
+    stored = load_document(dump_document(doc), "doc")
+    assert stored.render(["译文"] * len(doc.segments)) == output
+
+
+def test_stored_layout_renders_protected_spans_and_marks_as_translate_does():
+    doc = read_document(DATA / "jekyll_post.md")
+    translations = [f"〔{i}〕" for i in range(len(doc.segments))]
+    assert load_document(dump_document(doc), "post").render(translations) == doc.render(translations)
