@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from producer.segment import needs_translation, split_sentences
+from producer.segment import length_cuts, needs_translation, split_sentences, touches
 
 
 class DocumentError(ValueError):
@@ -41,6 +41,7 @@ class Segment:
     text: str
     start: int
     end: int
+    split: bool = False  # cut for length by the segmenter (`producer.segment.length_cuts`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ class LayoutBuilder:
         if not pieces:
             return
         logical, starts = self._join(pieces)
+        cuts = length_cuts(logical)
         previous_was_sentence = False
         for start, end in split_sentences(logical):
             text = logical[start:end]
@@ -119,7 +121,10 @@ class LayoutBuilder:
             else:
                 self._append(between)
             index = len(self.segments)
-            self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
+            split = bool(cuts) and touches(logical, (start, end), cuts)
+            self.segments.append(
+                Segment(index, text, self.offset(source_start), self.offset(source_end), split)
+            )
             source = self.source[source_start:source_end]
             self.parts.append(Slot(index, text if source == text else source))  # one copy, mostly
             self.cursor = source_end
