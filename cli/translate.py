@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
+from cli.common import open_report
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
-from producer.files import plan_files
+from producer.files import FileTask, plan_files
 from producer.inputs import stdin_lines
 from producer.pipeline import (
     RunOptions,
@@ -21,6 +23,7 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
+from producer.quality import FlagLog
 
 GET_A_MODEL = (
     "no model given and the bundled demo model is absent ({path}). Export one with\n"
@@ -70,6 +73,12 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one JSON line per flagged sentence (quality flags) to this file.",
+)
 def translate_command(
     inputs: tuple[Path, ...],
     out: Path | None,
@@ -79,6 +88,7 @@ def translate_command(
     reflow: bool,
     force: bool,
     threads: int | None,
+    report_path: Path | None,
 ) -> None:
     """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
 
@@ -89,26 +99,41 @@ def translate_command(
     """
     read = ReadOptions(fields=fields, reflow=reflow)
     if Path("-") in inputs:
-        if len(inputs) > 1 or out is not None:
-            raise click.UsageError("'-' reads stdin alone and writes to stdout")
+        if len(inputs) > 1 or out is not None or report_path is not None:
+            raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         _translate_stdin(load_translator(model, precision, threads), read)
         return
-    report = RunReport()
     try:
         tasks = plan_files(inputs, out)
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
-    documents = read_tasks(tasks, RunOptions(read=read, force=force), report)
-    for error in report.errors:
-        click.echo(f"error: {error}", err=True)
-    if documents:
-        translator = load_translator(model, precision, threads)
-        total = sum(len(document.segments) for _, document in documents)
-        with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
-            translate_files(documents, translator, report, progress=bar.update)
+    with open_report(report_path) as flagged:
+        report = RunReport(quality=FlagLog(flagged))
+        _translate_files(
+            tasks,
+            RunOptions(read=read, force=force),
+            report,
+            lambda: load_translator(model, precision, threads),
+        )
     click.echo(report.summary(), err=True)
     if report.errors:
         sys.exit(1)
+
+
+def _translate_files(
+    tasks: list[FileTask],
+    options: RunOptions,
+    report: RunReport,
+    translator: Callable[[], SentenceTranslator],
+) -> None:
+    documents = read_tasks(tasks, options, report)
+    for error in report.errors:
+        click.echo(f"error: {error}", err=True)
+    if documents:
+        model = translator()
+        total = sum(len(document.segments) for _, document in documents)
+        with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
+            translate_files(documents, model, report, progress=bar.update)
 
 
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:

@@ -19,6 +19,7 @@ from producer import defaults
 from producer.documents import Document, DocumentError, ReadOptions, parse_text, read_document
 from producer.files import FileTask, write_atomic
 from producer.inputs import failure, line_too_long
+from producer.quality import FlagLog
 
 Progress = Callable[[int], None]
 
@@ -40,8 +41,8 @@ class RunReport:
     errors: list[str] = field(default_factory=list)
     sentences: int = 0
     translated: int = 0  # distinct sentences sent to the model
-    hit_length_cap: int = 0
     seconds: float = 0.0
+    quality: FlagLog = field(default_factory=FlagLog)
 
     def summary(self) -> str:
         """One line: files, sentences, throughput, and anything that needs attention."""
@@ -53,8 +54,8 @@ class RunReport:
             f"{self.sentences} sentences ({self.translated} distinct) in {self.seconds:.1f}s",
             f"{rate:.1f} sentences/s",
         ]
-        if self.hit_length_cap:
-            parts.append(f"{self.hit_length_cap} hit the length cap")
+        if self.quality.summary():
+            parts.append(self.quality.summary())
         return ", ".join(parts)
 
 
@@ -65,6 +66,7 @@ class Translations:
         self.translator = translator
         self.report = report
         self.memory: dict[str, str] = {}
+        self.capped: set[str] = set()  # sentences whose translation hit the length cap
 
     def of(self, document: Document, progress: Progress = lambda n: None) -> list[str]:
         """The translation of each segment of ``document``, in order."""
@@ -76,10 +78,15 @@ class Translations:
         for text, result in zip(todo, self.translator.translate(todo), strict=True):
             self.memory[text] = result.text
             self.report.translated += 1
-            self.report.hit_length_cap += result.hit_length_cap
+            if result.hit_length_cap:
+                self.capped.add(text)
             progress(counts[text])
         self.report.sentences += len(document.segments)
         return [self.memory[segment.text] for segment in document.segments]
+
+    def was_capped(self, document: Document) -> Callable[[int], bool]:
+        """Whether the translation of segment ``i`` of ``document`` hit the length cap."""
+        return lambda i: document.segments[i].text in self.capped
 
 
 def read_tasks(
@@ -116,7 +123,9 @@ def translate_files(
     translations = Translations(translator, report)
     try:
         for task, document in documents:
-            write_atomic(task.target, document.render(translations.of(document, progress)))
+            texts = translations.of(document, progress)
+            write_atomic(task.target, document.render(texts))
+            report.quality.check(str(task.source), document, texts, translations.was_capped(document))
             report.written.append(task.target)
     finally:
         report.seconds += time.perf_counter() - started

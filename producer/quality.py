@@ -7,7 +7,8 @@ Flags never change a translation; they only name what looks wrong (`FLAGS`, in r
 - ``repeat``: the output repeats a short unit four times or more in a row (`_has_loop`);
 - ``digits``: the numbers of source and output differ (`number_strings` says which count);
 - ``copied``: the source is English (mostly Latin script) and so is the output;
-- ``ratio``: the output/source length ratio is outside `defaults.RATIO_BAND`;
+- ``ratio``: the output/source length ratio is outside `defaults.RATIO_BAND` (words kept
+  as they are, such as names and code, left out of both lengths);
 - ``split``: the segmenter cut the sentence for length (`producer.segment.length_cuts`).
 
 `FlagLog` counts the flags of every sentence of a run and writes one JSON record per flagged
@@ -41,6 +42,7 @@ _MONTH_NAME = re.compile(
     r"sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
     re.IGNORECASE,
 )
+_KEPT = re.compile(r"[A-Za-z0-9\u00c0-\u024f][\w.-]*[\w]|[A-Za-z0-9]")
 _NEWLINE = re.compile("\n")
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
@@ -90,11 +92,15 @@ def mostly_latin(text: str) -> bool:
 
 
 def _ratio_out_of_band(source: str, output: str) -> bool:
-    source_chars = _visible(source)
+    """Lengths in characters other than whitespace, leaving out on both sides the words and
+    numbers that the output keeps as they are in the source (names, code, versions)."""
+    source_words = set(_KEPT.findall(source))
+    kept = sum(len(word) for word in _KEPT.findall(output) if word in source_words)
+    source_chars = _visible(source) - kept
     if source_chars < defaults.RATIO_MIN_SOURCE_CHARS:
         return False
     low, high = defaults.RATIO_BAND
-    return not low <= _visible(output) / source_chars <= high
+    return not low <= (_visible(output) - kept) / source_chars <= high
 
 
 def _visible(text: str) -> int:
