@@ -55,7 +55,7 @@ class RunReport:
             f"{rate:.1f} sentences/s",
         ]
         if self.quality.summary():
-            parts.append(self.quality.summary())
+            parts.append(f"flagged: {self.quality.summary()}")
         return ", ".join(parts)
 
 

@@ -155,6 +155,5 @@ class FlagLog:
             self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def summary(self) -> str:
-        """The counts per flag, e.g. ``flagged: 3 length_cap, 1 digits`` ('' when none)."""
-        shown = [f"{self.counts[name]} {name}" for name in FLAGS if self.counts[name]]
-        return f"flagged: {', '.join(shown)}" if shown else ""
+        """The counts per flag, e.g. ``3 length_cap, 1 digits`` ('' when none)."""
+        return ", ".join(f"{self.counts[name]} {name}" for name in FLAGS if self.counts[name])

@@ -167,7 +167,7 @@ def test_flag_log_writes_records_with_lines_and_counts() -> None:
             "flags": ["length_cap", "repeat", "ratio"],
         },
     ]
-    assert log.summary() == "flagged: 1 length_cap, 1 repeat, 1 digits, 1 ratio"
+    assert log.summary() == "1 length_cap, 1 repeat, 1 digits, 1 ratio"
     assert set(log.counts) <= set(FLAGS)
 
 
