@@ -1,5 +1,5 @@
 """What the command modules share: settings and the job store from the environment, job
-lookups, duration formatting, and the exit statuses with the errors that lead to them.
+lookups, duration formatting, the --report file, and the exit statuses with the errors that lead to them.
 
 Exit statuses (README, "Exit statuses"): 0 success; 1 an error, or a run that finished
 with problems (files that failed, sentences left untranslated); 2 a usage error; 3 Redis
@@ -9,8 +9,10 @@ unreachable or refusing the credentials.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -166,3 +168,18 @@ def protect_option(command: F) -> F:
         help="Keep text matching REGEX as it is, never translated (repeatable; added to the "
         "built-in protected spans and to TRANSQUEUE_PROTECT, one pattern a line).",
     )(command)
+
+
+@contextmanager
+def open_report(path: Path | None) -> Iterator[TextIO | None]:
+    """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
+    clean CLI error when it cannot be written."""
+    if path is None:
+        yield None
+        return
+    try:
+        handle = path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise click.ClickException(f"cannot write the report {path}: {error.strerror}") from None
+    with handle:
+        yield handle

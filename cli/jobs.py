@@ -10,7 +10,15 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import cli_store, duration, job_info, model_key_of, protect_option, record_options
+from cli.common import (
+    cli_store,
+    duration,
+    job_info,
+    model_key_of,
+    open_report,
+    protect_option,
+    record_options,
+)
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files, write_atomic
 from producer.inputs import stdin_lines
@@ -24,8 +32,9 @@ from producer.jobs import (
     submit,
 )
 from producer.pipeline import stream_units
+from producer.quality import FlagLog
 from store import defaults
-from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter
+from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, JobStore
 
 STDIN_ORIGIN = "stdin"
 #: Dead letters shown per distinct reason by `transqueue status`.
@@ -139,6 +148,7 @@ def status_command(job_id: str) -> None:
         lines.append(f"model        {info.model} ({store.serving(info.queue)} workers serving it)")
     if info.out:
         lines.append(f"output       {info.out}")
+    lines.append(_flags_line(store, job_id, info.documents))
     click.echo("\n".join(lines))
     by_reason: dict[str, list[DeadLetter]] = {}
     for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
@@ -156,6 +166,17 @@ def status_command(job_id: str) -> None:
     click.echo(f"errors       {len(errors)}")
     for (text, where), count in Counter((str(e["error"]), f"{e['worker']}") for e in errors).most_common():
         click.echo(f"  {count} × on {where}: {text}")
+
+
+def _flags_line(store: JobStore, job_id: str, documents: int) -> str:
+    """The quality flags of the job's finished documents, as `fetch --report` counts them."""
+    flags = FlagLog()
+    try:
+        rendered = iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags)
+        finished = sum(document.text is not None for document in rendered)
+    except (JobGone, DocumentError) as exc:
+        return f"flags        unknown: {exc}"
+    return f"flags        {flags.summary() or 'none'} (in {finished} of {documents} finished documents)"
 
 
 @click.command("wait")
@@ -211,7 +232,13 @@ def wait_command(job_id: str, quiet: bool) -> None:
     help="Write here instead of the directory given at submit.",
 )
 @click.option("--follow", is_flag=True, help="Wait, writing documents in order as they finish.")
-def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one JSON line per flagged sentence of the written documents to this file.",
+)
+def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path | None) -> None:
     """Write a job's finished documents (all of them with --follow).
 
     Each file is written atomically and only once all its sentences are settled; a
@@ -230,25 +257,28 @@ def fetch_command(job_id: str, out: Path | None, follow: bool) -> None:
     try:
         if not stream:
             check_targets(store.documents(job_id), out_dir)
-        for rendered in iter_documents(
-            store, job_id, follow=follow, poll_interval=store.settings.poll_interval
-        ):
-            if rendered.text is None:
+        with open_report(report_path) as report:
+            flags = FlagLog(report)
+            for rendered in iter_documents(
+                store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags
+            ):
+                if rendered.text is None:
+                    if stream:
+                        break
+                    continue
                 if stream:
-                    break
-                continue
-            if stream:
-                sys.stdout.buffer.write(rendered.text.encode("utf-8"))
-                sys.stdout.buffer.flush()
-            else:
-                write_atomic(contained(out_dir, rendered.target), rendered.text)
-            written += 1
-            dead.extend((rendered.name, letter) for letter in rendered.dead)
+                    sys.stdout.buffer.write(rendered.text.encode("utf-8"))
+                    sys.stdout.buffer.flush()
+                else:
+                    write_atomic(contained(out_dir, rendered.target), rendered.text)
+                written += 1
+                dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         raise click.ClickException(str(exc)) from None
     where = "stdout" if stream else str(out_dir)
     unit = "records" if stream else "documents"
-    click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
+    summary = f"{written} of {info.documents} {unit} written to {where}"
+    click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
     if written < info.documents:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
-from cli.common import protect_option, record_options
+from cli.common import open_report, protect_option, record_options
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import Document, DocumentError, ReadOptions
-from producer.files import plan_files
+from producer.files import FileTask, plan_files
 from producer.inputs import stdin_lines
 from producer.pipeline import (
     RunOptions,
@@ -22,6 +23,7 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
+from producer.quality import FlagLog
 
 GET_A_MODEL = (
     "no model given and the bundled demo model is absent ({path}). Export one with\n"
@@ -72,6 +74,12 @@ def load_translator(model: Path | None, precision: str, threads: int | None) -> 
 @protect_option
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one JSON line per flagged sentence (quality flags) to this file.",
+)
 def translate_command(
     inputs: tuple[Path, ...],
     out: Path | None,
@@ -83,6 +91,7 @@ def translate_command(
     protect: tuple[str, ...],
     force: bool,
     threads: int | None,
+    report_path: Path | None,
 ) -> None:
     """Translate INPUT... (files, directories, or '-' for stdin) English→Chinese.
 
@@ -95,32 +104,47 @@ def translate_command(
     """
     read = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     if Path("-") in inputs:
-        if len(inputs) > 1 or out is not None:
-            raise click.UsageError("'-' reads stdin alone and writes to stdout")
+        if len(inputs) > 1 or out is not None or report_path is not None:
+            raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         if columns:
             raise click.UsageError("--column reads .csv/.tsv files, not stdin")
         _translate_stdin(load_translator(model, precision, threads), read)
         return
-    report = RunReport()
     try:
         tasks = plan_files(inputs, out)
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
-    documents = read_tasks(tasks, RunOptions(read=read, force=force), report)
+    with open_report(report_path) as flagged:
+        report = RunReport(quality=FlagLog(flagged))
+        _translate_files(
+            tasks,
+            RunOptions(read=read, force=force),
+            report,
+            lambda: load_translator(model, precision, threads),
+        )
+    click.echo(report.summary(), err=True)
+    if report.errors:
+        sys.exit(1)
+
+
+def _translate_files(
+    tasks: list[FileTask],
+    options: RunOptions,
+    report: RunReport,
+    translator: Callable[[], SentenceTranslator],
+) -> None:
+    documents = read_tasks(tasks, options, report)
     for error in report.errors:
         click.echo(f"error: {error}", err=True)
     shown = len(report.errors)
     if documents:
-        translator = load_translator(model, precision, threads)
+        model = translator()
         whole = [document for _, document in documents if isinstance(document, Document)]
         total = sum(len(document.segments) for document in whole) if len(whole) == len(documents) else None
         with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
-            translate_files(documents, translator, report, progress=bar.update)
+            translate_files(documents, model, report, progress=bar.update)
     for error in report.errors[shown:]:  # streamed files found invalid part way
         click.echo(f"error: {error}", err=True)
-    click.echo(report.summary(), err=True)
-    if report.errors:
-        sys.exit(1)
 
 
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:

@@ -63,6 +63,7 @@ class Document:
     path: Path | None
     segments: list[Segment]
     parts: list[Part] = field(default_factory=list, repr=False)
+    first_line: int = 1  # of its text in the file (a window of a streamed file starts later)
 
     def render(self, translations: Sequence[str]) -> str:
         """The output text, with segment ``i`` replaced by ``translations[i]``.
@@ -143,7 +144,7 @@ def parse_text(
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     parts = builder.finish()
-    return Document(path, segments, [bom, *parts] if bom else parts)
+    return Document(path, segments, [bom, *parts] if bom else parts, first_line)
 
 
 def output_path(input_path: Path) -> Path:

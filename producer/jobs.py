@@ -31,6 +31,7 @@ from producer.documents import (
 )
 from producer.files import FileTask, contained
 from producer.inputs import decode_input, failure, read_input
+from producer.quality import FlagLog
 from producer.stored_layout import dump_document, load_document
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
 from store.keys import new_job_id
@@ -215,8 +216,9 @@ class JobGone(RuntimeError):
     """The job does not exist (never did, or its keys expired), or was cancelled."""
 
 
-def render_document(store: JobStore, job_id: str, n: int) -> Rendered:
-    """Render document `n` if all its sentences are settled (see the module docstring).
+def render_document(store: JobStore, job_id: str, n: int, flags: FlagLog | None = None) -> Rendered:
+    """Render document `n` if all its sentences are settled (see the module docstring), and
+    check its translated sentences into `flags` (`producer.quality`).
 
     Raises DocumentError naming the document when its stored segments, layout and slots
     do not line up.
@@ -236,11 +238,19 @@ def render_document(store: JobStore, job_id: str, n: int) -> Rendered:
         seg.text if isinstance(state, DeadLetter) else state
         for seg, state in zip(doc.segments, states, strict=True)
     ]
+    if flags is not None:
+        capped = store.capped(job_id, record.slots)
+        name = f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
+        flags.check(
+            name, doc, translations, capped.__getitem__, skip=lambda i: isinstance(states[i], DeadLetter)
+        )
     return Rendered(n, record.name, record.target, doc.render(translations), dead)
 
 
-def iter_documents(store: JobStore, job_id: str, *, follow: bool, poll_interval: float) -> Iterator[Rendered]:
-    """Every document of a job in input order.
+def iter_documents(
+    store: JobStore, job_id: str, *, follow: bool, poll_interval: float, flags: FlagLog | None = None
+) -> Iterator[Rendered]:
+    """Every document of a job in input order, each complete one checked into `flags`.
 
     Without `follow`, incomplete documents come back with text None; with it, each document
     is yielded once complete, waiting for it. Raises JobGone when the job disappears or is
@@ -250,11 +260,11 @@ def iter_documents(store: JobStore, job_id: str, *, follow: bool, poll_interval:
     if info is None:
         raise JobGone(f"no job {job_id} (unknown or expired)")
     for n in range(info.documents):
-        rendered = render_document(store, job_id, n)
+        rendered = render_document(store, job_id, n, flags)
         while follow and rendered.text is None:
             info = store.info(job_id)
             if info is None or info.state == CANCELLED:
                 raise JobGone(f"job {job_id} was {'cancelled' if info else 'removed'}")
             time.sleep(poll_interval)
-            rendered = render_document(store, job_id, n)
+            rendered = render_document(store, job_id, n, flags)
         yield rendered

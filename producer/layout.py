@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from producer.cells import encode
 from producer.protect import is_target_language, protected_spans, unprotected
-from producer.segment import needs_translation, split_sentences
+from producer.segment import length_cuts, needs_translation, split_sentences, touches
 
 
 class DocumentError(ValueError):
@@ -43,6 +43,7 @@ class Segment:
     text: str
     start: int
     end: int
+    split: bool = False  # cut for length by the segmenter (`producer.segment.length_cuts`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,7 @@ class LayoutBuilder:
             return
         logical, starts = self._join(pieces)
         protected = protected_spans(logical, self.protect)
+        cuts = length_cuts(logical)
         previous_was_sentence = False
         for start, end in split_sentences(logical, protected):
             if is_target_language(logical[start:end]):
@@ -149,7 +151,8 @@ class LayoutBuilder:
                 if not needs_translation(text):
                     previous_was_sentence = False
                     continue
-                self._slot(pieces, starts, pairs, text, piece_start, piece_end, previous_was_sentence)
+                split = bool(cuts) and touches(logical, (start, end), cuts)
+                self._slot(pieces, starts, pairs, text, piece_start, piece_end, previous_was_sentence, split)
                 previous_was_sentence = piece_end == end
 
     def _slot(
@@ -161,8 +164,10 @@ class LayoutBuilder:
         start: int,
         end: int,
         after_sentence: bool,
+        split: bool,
     ) -> None:
-        """Record ``text`` (at ``start..end`` of the joined paragraph) as the next segment."""
+        """Record ``text`` (at ``start..end`` of the joined paragraph) as the next segment;
+        ``split``: its sentence was cut for length."""
         source_start = self._to_source(pieces, starts, start)
         source_end = self._to_source(pieces, starts, end - 1) + 1
         between = self.source[self.cursor : source_start]
@@ -171,7 +176,7 @@ class LayoutBuilder:
         else:
             self._append(between)
         index = len(self.segments)
-        self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end)))
+        self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end), split))
         source = self.source[source_start:source_end]
         marks = self._marks(pieces, pairs, source_start, source_end)
         self.parts.append(Slot(index, text if source == text else source, marks))  # one copy, mostly

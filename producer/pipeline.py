@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from producer.documents import (
 from producer.files import FileTask, write_atomic
 from producer.formats.parquet import ParquetDocument
 from producer.inputs import failure, line_too_long
+from producer.quality import FlagLog
 from producer.streaming import StreamedDocument, is_streamed
 
 Progress = Callable[[int], None]
@@ -55,8 +55,8 @@ class RunReport:
     errors: list[str] = field(default_factory=list)
     sentences: int = 0
     translated: int = 0  # distinct sentences sent to the model
-    hit_length_cap: int = 0
     seconds: float = 0.0
+    quality: FlagLog = field(default_factory=FlagLog)
 
     def summary(self) -> str:
         """One line: files, sentences, throughput, and anything that needs attention."""
@@ -68,8 +68,8 @@ class RunReport:
             f"{self.sentences} sentences ({self.translated} distinct) in {self.seconds:.1f}s",
             f"{rate:.1f} sentences/s",
         ]
-        if self.hit_length_cap:
-            parts.append(f"{self.hit_length_cap} hit the length cap")
+        if self.quality.summary():
+            parts.append(f"flagged: {self.quality.summary()}")
         return ", ".join(parts)
 
 
@@ -79,10 +79,19 @@ class Translations:
     def __init__(self, translator: SentenceTranslator, report: RunReport) -> None:
         self.translator = translator
         self.report = report
-        self.memory: dict[str, str] = {}  # oldest first, at most TRANSLATION_MEMORY_ENTRIES
+        self.memory: dict[str, str] = {}  # oldest first, see `of`
+        self.capped: set[str] = set()  # sentences of the memory whose translation hit the length cap
 
     def of(self, document: Document, progress: Progress = lambda n: None) -> list[str]:
-        """The translation of each segment of ``document``, in order."""
+        """The translation of each segment of ``document``, in order.
+
+        The memory is trimmed to TRANSLATION_MEMORY_ENTRIES (oldest first) before the
+        document is translated, so that everything about it stays for `was_capped`.
+        """
+        excess = max(0, len(self.memory) - defaults.TRANSLATION_MEMORY_ENTRIES)
+        for oldest in list(islice(self.memory, excess)):
+            del self.memory[oldest]
+            self.capped.discard(oldest)
         counts: dict[str, int] = {}
         for segment in document.segments:
             counts[segment.text] = counts.get(segment.text, 0) + 1
@@ -91,15 +100,15 @@ class Translations:
         for text, result in zip(todo, self.translator.translate(todo), strict=True):
             self.memory[text] = result.text
             self.report.translated += 1
-            self.report.hit_length_cap += result.hit_length_cap
+            if result.hit_length_cap:
+                self.capped.add(text)
             progress(counts[text])
         self.report.sentences += len(document.segments)
-        translations = [self.memory[segment.text] for segment in document.segments]
-        for oldest in list(
-            islice(self.memory, max(0, len(self.memory) - defaults.TRANSLATION_MEMORY_ENTRIES))
-        ):
-            del self.memory[oldest]
-        return translations
+        return [self.memory[segment.text] for segment in document.segments]
+
+    def was_capped(self, document: Document) -> Callable[[int], bool]:
+        """Whether the translation of segment ``i`` of ``document`` hit the length cap."""
+        return lambda i: document.segments[i].text in self.capped
 
 
 def read_tasks(
@@ -149,11 +158,18 @@ def translate_files(
     translations = Translations(translator, report)
     try:
         for task, document in documents:
+            name = str(task.source)
+
+            def translate(window: Document, name: str = name) -> list[str]:
+                texts = translations.of(window, progress)
+                report.quality.check(name, window, texts, translations.was_capped(window), window.first_line)
+                return texts
+
             if isinstance(document, Document):
-                write_atomic(task.target, document.render(translations.of(document, progress)))
+                write_atomic(task.target, document.render(translate(document)))
             else:
                 try:
-                    document.write(task.target, partial(translations.of, progress=progress))
+                    document.write(task.target, translate)
                 except (DocumentError, OSError) as error:
                     report.errors.append(failure(task.source, error))
                     continue

@@ -17,6 +17,7 @@ whitespace; the whitespace between them is left to the caller as passthrough.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -96,18 +97,43 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     return token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha())
 
 
-def _precut(text: str, limit: int) -> list[Span]:
-    """Cut ``text`` into chunks of at most ``limit`` characters at likely sentence ends."""
-    chunks: list[Span] = []
+def length_cuts(text: str) -> list[int]:
+    """Where ``split_sentences`` cut a sentence of ``text`` for length, not at a sentence end.
+
+    A paragraph longer than ``PARAGRAPH_MAX_CHARS`` with no likely sentence end in a stretch
+    of that length is cut at its last space (or anywhere); the sentences on either side of
+    such a cut are pieces of one sentence.
+    """
+    return [cut for cut, at_end in _cuts(text, defaults.PARAGRAPH_MAX_CHARS) if not at_end]
+
+
+def touches(text: str, span: Span, cuts: list[int]) -> bool:
+    """Whether only whitespace lies between ``span`` and one of ``cuts`` in ``text``."""
+    start, end = span
+    return any(
+        (cut >= end and not text[end:cut].strip()) or (cut <= start and not text[cut:start].strip())
+        for cut in cuts
+    )
+
+
+def _cuts(text: str, limit: int) -> list[tuple[int, bool]]:
+    """Cut positions making chunks of at most ``limit`` characters, and whether each one is
+    at a likely sentence end."""
+    cuts: list[tuple[int, bool]] = []
     start = 0
     while len(text) - start > limit:
         window = text[start : start + limit]
         ends = [e for _, e in fallback_split(window)[:-1]]
         cut = ends[-1] if ends else window.rfind(" ") + 1 or limit
-        chunks.append((start, start + cut))
         start += cut
-    chunks.append((start, len(text)))
-    return chunks
+        cuts.append((start, bool(ends)))
+    return cuts
+
+
+def _precut(text: str, limit: int) -> list[Span]:
+    """Cut ``text`` into chunks of at most ``limit`` characters at likely sentence ends."""
+    bounds = [0, *(cut for cut, _ in _cuts(text, limit)), len(text)]
+    return list(itertools.pairwise(bounds))
 
 
 def _split_chunk(chunk: str) -> list[Span]:

@@ -6,7 +6,8 @@ stores each document's segments (spans and texts) and its layout (`producer.layo
 renders from them without segmenting again. ``load_document(dump_document(doc), name)``
 renders byte for byte like ``doc``.
 
-Format: ``{"segments": [[start, end, text], ...], "parts": [part, ...]}`` where a part is
+Format: ``{"segments": [[start, end, text], ...], "parts": [part, ...]}`` (a segment that the
+segmenter cut for length is ``[start, end, text, 1]``) where a part is
 passthrough text (a JSON string), ``{"slot": i}`` (plus ``"source"`` where the source text
 differs from the segment's text, and ``"marks": [[opening, inner, closing], ...]`` where the
 sentence was sent without inline markup), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
@@ -37,7 +38,10 @@ def dump_document(document: Document) -> str:
     out = io.StringIO()
     out.write('{"segments":[')
     for i, segment in enumerate(document.segments):
-        out.write(f"{',' if i else ''}[{segment.start},{segment.end},{encode_basestring(segment.text)}]")
+        split = ",1" if segment.split else ""
+        out.write(
+            f"{',' if i else ''}[{segment.start},{segment.end},{encode_basestring(segment.text)}{split}]"
+        )
     out.write('],"parts":')
     _dump_parts(document.parts, document.segments, out)
     out.write("}")
@@ -76,7 +80,7 @@ def load_document(text: str, name: str) -> Document:
     data is malformed or its slots do not line up with its segments one to one, in order."""
     try:
         data = json.loads(text)
-        segments = [Segment(i, str(t), int(s), int(e)) for i, (s, e, t) in enumerate(data["segments"])]
+        segments = [_load_segment(i, item) for i, item in enumerate(data["segments"])]
         slots: list[int] = []
         parts = _load_parts(data["parts"], segments, slots)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
@@ -106,3 +110,14 @@ def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -
             nested = tuple(_load_parts(item["parts"], segments, slots))
             parts.append(Encoded(item["raw"], value, nested, codec))
     return parts
+
+
+def _load_segment(index: int, item: list[object]) -> Segment:
+    """Segment ``index`` from ``[start, end, text]``, or ``[start, end, text, 1]`` when it was
+    split for length; ValueError for anything else."""
+    if not isinstance(item, list):
+        raise ValueError(f"segment {index}: {item!r:.80}")
+    start, end, text, *split = item
+    if not isinstance(text, str) or split not in ([], [1]):
+        raise ValueError(f"segment {index}: {item!r:.80}")
+    return Segment(index, text, int(start), int(end), bool(split))  # type: ignore[arg-type]

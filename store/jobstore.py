@@ -20,7 +20,16 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.keys import JOBS_KEY, NAME_PATTERN, ORPHANS_KEY, STATS_KEY, WORKER_PREFIX, JobKeys, tm_key
+from store.keys import (
+    JOBS_KEY,
+    NAME_PATTERN,
+    ORPHANS_KEY,
+    STATS_KEY,
+    WORKER_PREFIX,
+    JobKeys,
+    tm_capped_key,
+    tm_key,
+)
 from store.leases import LeaseStore
 from store.runs import RunStore
 
@@ -292,14 +301,42 @@ class JobStore:
             return []
         return self.client.mget([tm_key(s, fingerprint) for s in sentences])
 
+    def capped_in_memory(self, sentences: Sequence[str], fingerprint: str) -> list[bool]:
+        """For each sentence: is the memory's translation one that hit the length cap?"""
+        if not sentences:
+            return []
+        return [
+            mark is not None for mark in self.client.mget([tm_capped_key(s, fingerprint) for s in sentences])
+        ]
+
     def record(
-        self, job_id: str, slot: int, source: str, text: str, *, fingerprint: str, hit: bool
+        self,
+        job_id: str,
+        slot: int,
+        source: str,
+        text: str,
+        *,
+        fingerprint: str,
+        hit: bool,
+        capped: bool = False,
     ) -> Written:
-        """Store the translation of a slot (and in the memory); see the module docstring."""
+        """Store the translation of a slot (and in the memory); see the module docstring.
+
+        ``capped``: the translation hit the decoder's length cap (a quality flag, kept with
+        the job's results and in the memory)."""
         keys = JobKeys(job_id)
+        memory = [tm_key(source, fingerprint), keys.capped, tm_capped_key(source, fingerprint)]
         written, finalized = self._record(
-            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, tm_key(source, fingerprint), *keys.all()],
-            args=[slot, text, int(hit), repr(time.time()), self.settings.result_ttl, self.settings.tm_ttl],
+            keys=[keys.meta, keys.results, keys.dead, STATS_KEY, *memory, *keys.all()],
+            args=[
+                slot,
+                text,
+                int(hit),
+                repr(time.time()),
+                self.settings.result_ttl,
+                self.settings.tm_ttl,
+                int(capped),
+            ],
         )
         return Written(written == 1, finalized == 1)
 
@@ -391,6 +428,18 @@ class JobStore:
                 if letter is not None:
                     states[i] = DeadLetter.from_json(letter)
         return states
+
+    def capped(self, job_id: str, slots: Sequence[int]) -> list[bool]:
+        """For each slot: did its translation hit the decoder's length cap?
+
+        The marks are read back from Redis, so anything but "1" is a CorruptRecord."""
+        if not slots:
+            return []
+        key = JobKeys(job_id).capped
+        marks = self.client.hmget(key, [str(s) for s in slots])
+        if any(mark not in (None, "1") for mark in marks):
+            raise CorruptRecord(f"{key}: a mark that is not '1'")
+        return [mark == "1" for mark in marks]
 
     def unsettled_chunks(self, job_id: str) -> list[tuple[int, list[list[object]]]]:
         """The job's chunks (as sent) that still have a slot without result or dead letter."""

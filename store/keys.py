@@ -6,7 +6,8 @@ All keys start with `store.defaults.KEY_PREFIX` ("tq"):
 - ``tq:jobs`` (sorted set of job ids by creation time), ``tq:stats`` (counters over all
   jobs), ``tq:orphans`` (chunks that arrived for no known job), ``tq:running`` (the chunks
   being translated: ``<job>:<chunk>`` -> run JSON, see `store.leases`);
-- ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`);
+- ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`), and ``tq:tm:<sha256>:capped``
+  while that translation is one that hit the decoder's length cap (`tm_capped_key`);
 - ``tq:inbox:<name>:runs|seen|lock``: one scheduled inbox entry (`InboxKeys`).
 
 Job ids and inbox names reach Redis from task messages and the command line, so both are
@@ -62,6 +63,11 @@ def tm_key(sentence: str, fingerprint: str) -> str:
     return f"{KEY_PREFIX}:tm:{digest}"
 
 
+def tm_capped_key(sentence: str, fingerprint: str) -> str:
+    """The key marking the memory's translation of `sentence` as one that hit the length cap."""
+    return f"{tm_key(sentence, fingerprint)}:capped"
+
+
 @dataclass(frozen=True)
 class JobKeys:
     """The Redis keys of one job; BadName for an id that is not of the allowed form."""
@@ -93,6 +99,11 @@ class JobKeys:
     def results(self) -> str:
         """Hash: slot -> translated text."""
         return self._sub("results")
+
+    @property
+    def capped(self) -> str:
+        """Hash: slot -> "1" for each translation that hit the decoder's length cap."""
+        return self._sub("capped")
 
     @property
     def dead(self) -> str:
@@ -135,6 +146,7 @@ class JobKeys:
             self.docs,
             self.layouts,
             self.results,
+            self.capped,
             self.dead,
             self.deliveries,
             self.chunks,

@@ -27,8 +27,8 @@ local function expire_all(first, ttl)
 end
 """
 
-# KEYS: job, results, dead, stats, tm, then every job key to keep alive.
-# ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl.
+# KEYS: job, results, dead, stats, tm, capped, tm capped, then every job key to keep alive.
+# ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl, capped (0/1: hit the length cap).
 # Returns {written, finalized}; written is -1 when the job does not exist, -2 when the slot
 # is not one of the job's (0 <= slot < total): nothing is written then.
 RECORD = (
@@ -46,11 +46,15 @@ else
   redis.call('HINCRBY', KEYS[4], 'translated', 1)
 end
 redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[6])
+if ARGV[7] == '1' then
+  redis.call('HSET', KEYS[6], ARGV[1], '1')
+  redis.call('SET', KEYS[7], '1', 'EX', ARGV[6])
+end
 redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4])
 if redis.call('HGET', KEYS[1], 'state') == 'queued' then
   redis.call('HSET', KEYS[1], 'state', 'running')
 end
-expire_all(6, ARGV[5])
+expire_all(8, ARGV[5])
 return {1, finalize(KEYS[1], ARGV[4])}
 """
 )

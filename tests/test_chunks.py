@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from store.config import Settings
-from store.jobstore import PARTIAL, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
+from store.jobstore import PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
 from worker.chunks import process_chunk
 
 pytest_plugins = ["distributed_support"]
@@ -17,6 +17,7 @@ pytest_plugins = ["distributed_support"]
 @dataclass(frozen=True)
 class Result:
     text: str
+    hit_length_cap: bool = False
 
 
 class Upper:
@@ -34,13 +35,13 @@ class Upper:
         for sentence in batch:
             if "BAD" in sentence:
                 raise RuntimeError("bad sentence")
-            yield Result(sentence.upper())
+            yield Result(sentence.upper(), hit_length_cap="loop" in sentence)
 
     def translate_one(self, sentence):
         self.singles.append(sentence)
         if "BAD" in sentence:
             raise RuntimeError("bad sentence")
-        return Result(sentence.upper())
+        return Result(sentence.upper(), hit_length_cap="loop" in sentence)
 
 
 @pytest.fixture
@@ -82,6 +83,23 @@ def test_memory_hits_are_not_translated_again(store):
     assert (outcome.translated, outcome.hits) == (1, 1)
     assert translator.batches == [["new."]]
     assert store.info("second").hits == 1
+
+
+def test_length_cap_is_kept_with_the_result_and_in_the_memory(store):
+    items = make_job(store, ["a loop.", "b.", "c loop."], "first")
+    process_chunk(store, Upper(), "first", 0, items, deliveries=1, max_deliveries=3)
+    assert store.capped("first", [0, 1, 2]) == [True, False, True]
+    items = make_job(store, ["b.", "a loop."], "second")
+    outcome = process_chunk(store, Upper(), "second", 0, items, deliveries=1, max_deliveries=3)
+    assert outcome.hits == 2
+    assert store.capped("second", [0, 1]) == [False, True]  # remembered with the translation
+
+
+def test_a_corrupt_capped_mark_is_refused(store):
+    make_job(store, ["a."])
+    store.client.hset("tq:job:j:capped", "0", "yes")
+    with pytest.raises(CorruptRecord, match="tq:job:j:capped"):
+        store.capped("j", [0])
 
 
 def test_settled_slots_are_skipped_on_redelivery(store):

@@ -262,3 +262,63 @@ def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny
     assert (
         "Error: <stdin>:2: line longer than 100 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr.decode()
     )
+
+
+def test_report_lists_each_flagged_sentence_of_the_demo_model(tmp_path):
+    """--report on the demo model, which loops and mangles digits: one record per flagged
+    sentence, with its line, as the flags of the model's own results say; counts in the summary."""
+    from models.translator import Translator
+    from producer.quality import FLAGS, flags
+
+    lines = [
+        "Tom is 25 years old.",
+        "",
+        "Each output is written atomically (temporary file, then rename), and an input is never overwritten.",
+        "I was born on May 13, 1990. Hi.",
+    ]
+    source = tmp_path / "notes.txt"
+    source.write_text("\n".join(lines) + "\n")
+    report = tmp_path / "flags.jsonl"
+    args = ["translate", str(source), "-o", str(tmp_path / "out.txt"), "--report", str(report)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+
+    sentences = [(1, lines[0]), (3, lines[2]), (4, "I was born on May 13, 1990."), (4, "Hi.")]
+    results = Translator().translate([text for _, text in sentences])
+    wanted = []
+    for (line, text), translated in zip(sentences, results, strict=True):
+        found = flags(text, translated.text, hit_length_cap=translated.hit_length_cap)
+        if found:
+            wanted.append(
+                {
+                    "document": str(source),
+                    "line": line,
+                    "source": text,
+                    "output": translated.text,
+                    "flags": found,
+                }
+            )
+    records = [json.loads(line) for line in report.read_text().splitlines()]
+    assert records == wanted and len(records) >= 2  # the demo model gets at least two wrong
+    counts = {name: sum(name in r["flags"] for r in records) for name in FLAGS}
+    shown = ", ".join(f"{n} {name}" for name, n in counts.items() if n)
+    assert f"flagged: {shown}" in result.output
+
+
+def test_report_refuses_stdin_and_an_unwritable_file(tmp_path, tiny_bundle):
+    result = CliRunner().invoke(
+        main, ["translate", "-", "--report", str(tmp_path / "r.jsonl")], input="Hi.\n"
+    )
+    assert result.exit_code == 2 and "no --report" in result.output
+    (tmp_path / "a.txt").write_text("Hi.\n")
+    args = [
+        "translate",
+        str(tmp_path / "a.txt"),
+        "--model",
+        str(tiny_bundle),
+        "--report",
+        str(tmp_path / "no" / "r.jsonl"),
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "cannot write the report" in result.output
+    assert not (tmp_path / "a.zh.txt").exists()

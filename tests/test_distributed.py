@@ -312,6 +312,32 @@ def test_protected_spans_markup_and_bom_come_back_as_translate_writes_them(clust
     assert (tmp_path / "out" / "footer.txt").read_text().startswith("\ufeff")
 
 
+def test_fetch_report_and_status_flag_as_translate_does(cluster, translator, tmp_path):
+    """Quality flags of a job (first translated, then served from the memory) are those of
+    `transqueue translate --report` on the same files: the workers keep the length-cap mark
+    with each result, and the stored segments keep the segmenter's cuts for length."""
+    inputs = write_corpus(tmp_path / "in", "flags", 30)
+    long_line = " ".join(f"word{n}" for n in range(400)) + ". " + sentences("flags", 1)[0]
+    inputs[0].write_bytes(inputs[0].read_bytes() + long_line.encode() + b"\r\n")
+    local = tmp_path / "local.jsonl"
+    args = ["translate", *map(str, inputs), "--out", str(tmp_path / "expected"), "--report", str(local)]
+    translated = cluster.cli(*args, *sum((["--field", f] for f in FIELDS), []))
+    expected = local.read_text()
+    records = [json.loads(line) for line in expected.splitlines()]
+    counts = translated.output.strip().rpartition("flagged: ")[2]
+    assert {"length_cap", "split"} <= {flag for record in records for flag in record["flags"]}
+    for out in ("out1", "out2"):  # the second job is served from the translation memory
+        job_id = submit_files(cluster, inputs, tmp_path / out)
+        cluster.wait_job(job_id)
+        report = tmp_path / f"{out}.jsonl"
+        fetched = cluster.cli("fetch", job_id, "--report", str(report))
+        assert report.read_text() == expected
+        assert fetched.output.strip().endswith(f"flagged: {counts}")
+        status = cluster.cli("status", job_id).output
+        assert f"flags        {counts} (in 3 of 3 finished documents)" in status
+    assert cluster.store().info(job_id).hits == cluster.store().info(job_id).total
+
+
 def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
     records = [{"id": i, "text": f"{s} {s.lower()}"} for i, s in enumerate(sentences("stream", 40))]
     data = "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n") for i, r in enumerate(records)).encode()

@@ -79,3 +79,18 @@ def test_stored_data_that_does_not_line_up_names_the_document(change):
 def test_the_stored_json_is_compact_json(fmt, options, content):
     stored = dump_document(parse_text(content, fmt, options))
     assert stored == json.dumps(json.loads(stored), ensure_ascii=False, separators=(",", ":"))
+
+
+def test_a_cut_for_length_is_stored_and_checked_when_read_back():
+    text = " ".join(f"word{n}" for n in range(400)) + ". The end.\n"
+    document = parse_text(text, "txt")
+    assert [s.split for s in document.segments] == [True, True, False]
+    stored = dump_document(document)
+    assert [s.split for s in load_document(stored, "long.txt").segments] == [True, True, False]
+    data = json.loads(stored)
+    data["segments"][0][3] = "yes"
+    with pytest.raises(DocumentError, match="long.txt: stored document is malformed"):
+        load_document(json.dumps(data), "long.txt")
+    data["segments"][0] = "12a"
+    with pytest.raises(DocumentError, match="long.txt: stored document is malformed"):
+        load_document(json.dumps(data), "long.txt")

@@ -49,11 +49,12 @@ class _Writer:
         self.finalized |= written.finalized
         return written.written
 
-    def result(self, item: Item, text: str, *, hit: bool) -> None:
+    def result(self, item: Item, text: str, *, hit: bool, capped: bool) -> None:
         slot, source = item
-        if self._note(
-            self.store.record(self.job_id, slot, source, text, fingerprint=self.fingerprint, hit=hit)
-        ):
+        written = self.store.record(
+            self.job_id, slot, source, text, fingerprint=self.fingerprint, hit=hit, capped=capped
+        )
+        if self._note(written):
             if hit:
                 self.hits += 1
             else:
@@ -115,12 +116,11 @@ def process_chunk(
     settled = store.settled(job_id, [slot for slot, _ in items])
     pending = [item for item, done in zip(items, settled, strict=True) if not done]
     memory = store.memory([text for _, text in pending], fingerprint)
-    todo: list[Item] = []
-    for item, known in zip(pending, memory, strict=True):
-        if known is None:
-            todo.append(item)
-        else:
-            writer.result(item, known, hit=True)
+    todo: list[Item] = [item for item, known in zip(pending, memory, strict=True) if known is None]
+    hits = [(item, known) for item, known in zip(pending, memory, strict=True) if known is not None]
+    capped = store.capped_in_memory([text for (_, text), _ in hits], fingerprint)
+    for (item, known), was_capped in zip(hits, capped, strict=True):
+        writer.result(item, known, hit=True, capped=was_capped)
 
     if todo and deliveries > max_deliveries:
         writer.dead_letter(
@@ -131,11 +131,11 @@ def process_chunk(
         todo = _translate_batch(translator, writer, todo)
     for item in todo:
         try:
-            text = translator.translate_one(item[1]).text
+            result = translator.translate_one(item[1])
         except Exception as exc:  # any failure of the model settles the slot
             writer.dead_letter(item, f"translation failed: {exc!r}")
         else:
-            writer.result(item, text, hit=False)
+            writer.result(item, result.text, hit=False, capped=result.hit_length_cap)
     return writer.outcome()
 
 
@@ -147,10 +147,10 @@ def _translate_batch(translator: SentenceTranslator, writer: _Writer, todo: list
         return _one_by_one(writer, exc, todo)
     for n, item in enumerate(todo):
         try:
-            text = next(results).text
+            result = next(results)
         except Exception as exc:  # the model failed mid-batch: find the bad sentence
             return _one_by_one(writer, exc, todo[n:])
-        writer.result(item, text, hit=False)
+        writer.result(item, result.text, hit=False, capped=result.hit_length_cap)
     return []
 
 

@@ -1,0 +1,159 @@
+"""Quality flags: what a reviewer should look at, computed from a sentence and its translation.
+
+Flags never change a translation; they only name what looks wrong (`FLAGS`, in report order):
+
+- ``length_cap``: the decoder stopped at the length cap (`models.defaults.LENGTH_A`), almost
+  always a repetition loop;
+- ``repeat``: the output repeats a short unit four times or more in a row (`_has_loop`);
+- ``digits``: the numbers of source and output differ (`number_strings` says which count);
+- ``copied``: the source is English (mostly Latin script) and so is the output;
+- ``ratio``: the output/source length ratio is outside `defaults.RATIO_BAND` (words kept
+  as they are, such as names and code, left out of both lengths);
+- ``split``: the segmenter cut the sentence for length (`producer.segment.length_cuts`).
+
+`FlagLog` counts the flags of every sentence of a run and writes one JSON record per flagged
+sentence to a report file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from producer import defaults
+from producer.documents import Document
+
+FLAGS = ("length_cap", "repeat", "digits", "copied", "ratio", "split")
+
+_LOOP = re.compile(
+    rf"([^\s\d]{{1,{defaults.REPEAT_MAX_UNIT}}}?)(?:\s*\1){{{defaults.REPEAT_MIN_TIMES - 1},}}"
+)
+_LETTER = re.compile(r"[^\W\d_]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_MONTH_DAY = re.compile(r"(\d{1,2})月")
+_MONTH_NAME = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+_KEPT = re.compile(r"[A-Za-z0-9\u00c0-\u024f][\w.-]*[\w]|[A-Za-z0-9]")
+_NEWLINE = re.compile("\n")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
+
+
+def flags(source: str, output: str, *, hit_length_cap: bool = False, split: bool = False) -> list[str]:
+    """The quality flags of one translated sentence, in `FLAGS` order (empty when none)."""
+    found = {
+        "length_cap": hit_length_cap,
+        "repeat": _has_loop(output),
+        "digits": number_strings(source, english=True)
+        != number_strings(output, english=False, source=source),
+        "copied": mostly_latin(source) and mostly_latin(output),
+        "ratio": _ratio_out_of_band(source, output),
+        "split": split,
+    }
+    return [name for name in FLAGS if found[name]]
+
+
+def _has_loop(text: str) -> bool:
+    return any(_LETTER.search(match.group(1)) for match in _LOOP.finditer(text))
+
+
+def number_strings(text: str, *, english: bool, source: str = "") -> Counter[str]:
+    """The numbers of ``text`` that a translation must keep, as a multiset of digit strings.
+
+    Full-width digits count as ASCII ones and thousands separators are dropped ("1,000" is
+    "1000"); a decimal or version number ("2.13.0") is one string. Whole numbers up to
+    `defaults.DIGITS_IGNORED_MAX` are left out (they may be written in characters). In an
+    output (``english`` False) a month number before 月 is left out when ``source`` names
+    the month ("May 3" -> "5月3日").
+    """
+    text = _THOUSANDS.sub("", unicodedata.normalize("NFKC", text))
+    if not english and _MONTH_NAME.search(source):
+        text = _MONTH_DAY.sub(lambda m: "月" if int(m.group(1)) <= 12 else m.group(), text)
+    return Counter(
+        number
+        for number in _NUMBER.findall(text)
+        if "." in number or int(number) > defaults.DIGITS_IGNORED_MAX
+    )
+
+
+def mostly_latin(text: str) -> bool:
+    """Whether ``text`` has more words in Latin script than Chinese characters (and some)."""
+    words = len(_LATIN_WORD.findall(text))
+    return words > 0 and words > len(_IDEOGRAPH.findall(text))
+
+
+def _ratio_out_of_band(source: str, output: str) -> bool:
+    """Lengths in characters other than whitespace, leaving out on both sides the words and
+    numbers that the output keeps as they are in the source (names, code, versions)."""
+    source_words = set(_KEPT.findall(source))
+    kept = sum(len(word) for word in _KEPT.findall(output) if word in source_words)
+    source_chars = _visible(source) - kept
+    if source_chars < defaults.RATIO_MIN_SOURCE_CHARS:
+        return False
+    low, high = defaults.RATIO_BAND
+    return not low <= (_visible(output) - kept) / source_chars <= high
+
+
+def _visible(text: str) -> int:
+    return sum(not c.isspace() for c in text)
+
+
+class FlagLog:
+    """Counts the flags of a run's sentences and writes each flagged one to ``out`` as JSONL.
+
+    A record: ``{"document", "line", "source", "output", "flags"}``; ``line`` is the line of
+    the document where the sentence starts, counting from ``first_line``.
+    """
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out
+        self.counts: Counter[str] = Counter()
+
+    def check(
+        self,
+        name: str,
+        document: Document,
+        translations: Sequence[str],
+        capped: Callable[[int], bool],
+        first_line: int = 1,
+        skip: Callable[[int], bool] = lambda index: False,
+    ) -> None:
+        """Flag each segment of ``document`` against its translation.
+
+        ``capped(i)`` says whether segment ``i``'s translation hit the length cap; segments
+        for which ``skip(i)`` holds (left untranslated for another reason) are not checked.
+        """
+        newlines: list[int] | None = None
+        for segment, output in zip(document.segments, translations, strict=True):
+            if skip(segment.index):
+                continue
+            found = flags(segment.text, output, hit_length_cap=capped(segment.index), split=segment.split)
+            if not found:
+                continue
+            self.counts.update(found)
+            if self.out is None:
+                continue
+            if newlines is None:  # the document's text: its segments rendered as themselves
+                text = document.render([s.text for s in document.segments])
+                newlines = [match.start() for match in _NEWLINE.finditer(text)]
+            record = {
+                "document": name,
+                "line": first_line + bisect.bisect_left(newlines, segment.start),
+                "source": segment.text,
+                "output": output,
+                "flags": found,
+            }
+            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def summary(self) -> str:
+        """The counts per flag, e.g. ``3 length_cap, 1 digits`` ('' when none)."""
+        return ", ".join(f"{self.counts[name]} {name}" for name in FLAGS if self.counts[name])
