@@ -36,11 +36,11 @@ from models.builder.marian_dir import (
     train_spm,
     write_tokenizer_files,
 )
+from models.demo.split import HELD_OUT_PAIRS, SEED, clean_split
 
 DEFAULT_CORPUS = defaults.TATOEBA_CORPUS
 DEFAULT_WORK = Path("build/train-demo")
 DEFAULT_OUT = Path(__file__).resolve().parent / "checkpoint"
-SEED = 20261130
 
 ATTRIBUTION = """\
 # Demo en→zh model: data attribution
@@ -73,7 +73,10 @@ class TrainOptions:
     peak_lr: float = 7e-4
     warmup_steps: int = 800
     label_smoothing: float = 0.1
-    dev_pairs: int = 1000
+    held_out_pairs: int = HELD_OUT_PAIRS
+    init_epochs: int = 8
+    patience: int = 2
+    average_last: int = 4
 
 
 def read_pairs(corpus: Path) -> list[tuple[str, str]]:
@@ -86,26 +89,6 @@ def read_pairs(corpus: Path) -> list[tuple[str, str]]:
                 raise ValueError(f"{corpus}:{number}: expected English<TAB>Chinese, got {line!r}")
             pairs.append((fields[0], fields[1]))
     return pairs
-
-
-def split_dev(
-    pairs: list[tuple[str, str]], dev_pairs: int
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Hold out about `dev_pairs` pairs whose English sentences never occur in training."""
-    english = sorted({en for en, _ in pairs})
-    random.Random(SEED).shuffle(english)
-    by_english: dict[str, list[tuple[str, str]]] = {}
-    for pair in pairs:
-        by_english.setdefault(pair[0], []).append(pair)
-    dev: list[tuple[str, str]] = []
-    held: set[str] = set()
-    for sentence in english:
-        if len(dev) >= dev_pairs:
-            break
-        dev.extend(by_english[sentence])
-        held.add(sentence)
-    train = [pair for pair in pairs if pair[0] not in held]
-    return train, dev
 
 
 def prepare_tokenizers(train: list[tuple[str, str]], out: Path, options: TrainOptions) -> None:
@@ -161,7 +144,7 @@ def learning_rate(step: int, options: TrainOptions) -> float:
     return options.peak_lr * min(step / options.warmup_steps, math.sqrt(options.warmup_steps / step))
 
 
-def dev_loss(model, examples, pad_id: int, options: TrainOptions) -> float:
+def dev_loss(model, examples, pad_id: int) -> float:
     """Mean per-token cross entropy on the dev split (no label smoothing)."""
     model.eval()
     total, tokens = 0.0, 0
@@ -179,25 +162,62 @@ def dev_loss(model, examples, pad_id: int, options: TrainOptions) -> float:
     return total / tokens
 
 
-def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
-    """Run (or resume) the whole training and write the checkpoint to `out`."""
+def _write_tsv(path: Path, pairs: list[tuple[str, str]]) -> None:
+    path.write_text("".join(f"{en}\t{zh}\n" for en, zh in pairs), "utf-8")
+
+
+def _load_initial(model, init: Path | None) -> None:
+    """Start from the weights of a trained checkpoint (same vocabulary and shape)."""
+    from transformers import MarianMTModel
+
+    if init is not None:
+        model.load_state_dict(MarianMTModel.from_pretrained(init).float().state_dict())
+        print(f"initialised from {init}")
+
+
+def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the model weights saved at `paths` (checkpoint averaging)."""
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        for name, tensor in torch.load(path, weights_only=True).items():
+            total[name] = total.get(name, 0) + tensor.double()
+    return {name: (tensor / len(paths)).float() for name, tensor in total.items()}
+
+
+def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path | None = None) -> None:
+    """Run (or resume) the whole training and write the checkpoint to `out`.
+
+    With `init`, training starts from that checkpoint's weights as if it had already run
+    `options.init_epochs` epochs of this schedule (fresh optimizer, short re-warm-up).
+    After each epoch the weights are saved; training stops early when the clean-dev loss
+    has not improved for `options.patience` epochs. The checkpoint written is whichever
+    has the lowest dev loss: the best epoch or the average of the last
+    `options.average_last` epochs up to it.
+    """
     from transformers import MarianMTModel, MarianTokenizer
 
     torch.manual_seed(SEED)
     work.mkdir(parents=True, exist_ok=True)
-    train_pairs, dev_pairs = split_dev(read_pairs(corpus), options.dev_pairs)
-    print(f"corpus {corpus}: {len(train_pairs)} train pairs, {len(dev_pairs)} dev pairs")
-    (work / "dev.tsv").write_text("".join(f"{en}\t{zh}\n" for en, zh in dev_pairs), "utf-8")
+    split = clean_split(read_pairs(corpus), options.held_out_pairs)
+    print(
+        f"corpus {corpus}: {len(split.train)} train pairs, {len(split.dev)} dev, "
+        f"{len(split.test)} test (clean; {split.dropped} overlapping pairs dropped)"
+    )
+    _write_tsv(work / "dev.tsv", split.dev)
+    _write_tsv(work / "test.tsv", split.test)
 
     tok_dir = work / "tokenizer"
     if not (tok_dir / "vocab.json").exists():
-        prepare_tokenizers(train_pairs, tok_dir, options)
+        if init is None:
+            prepare_tokenizers(split.train, tok_dir, options)
+        else:
+            _copy_tokenizer(init, tok_dir)
     tokenizer = MarianTokenizer.from_pretrained(tok_dir)
     vocab = json.loads((tok_dir / "vocab.json").read_text())
     pad_id = vocab[PAD]
     print(f"vocabulary: {len(vocab)} shared pieces")
-    train_examples = encode_pairs(train_pairs, tokenizer)
-    dev_examples = encode_pairs(dev_pairs, tokenizer)
+    train_examples = encode_pairs(split.train, tokenizer)
+    dev_examples = encode_pairs(split.dev, tokenizer)
 
     config = marian_config(
         vocab,
@@ -211,19 +231,36 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.peak_lr, betas=(0.9, 0.98))
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {params / 1e6:.1f}M parameters")
+    batches_per_epoch = math.ceil(len(train_examples) / options.batch_pairs)
 
     state_path = work / "state.pt"
-    epoch, step = 0, 0
+    history_path = work / "history.json"
+    history: dict[str, float] = {}
+    first_step = 0
     if state_path.exists():
         state = torch.load(state_path, weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        epoch, step = state["epoch"], state["step"]
+        epoch, step, first_step = state["epoch"], state["step"], state.get("first_step", 0)
         torch.set_rng_state(state["torch_rng"])
+        history = json.loads(history_path.read_text())
         print(f"resumed after epoch {epoch} (step {step})")
+    elif init is not None:
+        _load_initial(model, init)
+        epoch = options.init_epochs
+        step = first_step = epoch * batches_per_epoch
+        history[str(epoch)] = dev_loss(model, dev_examples, pad_id)
+        torch.save(model.state_dict(), work / f"epoch-{epoch}.pt")
+        print(f"initial dev loss {history[str(epoch)]:.3f}")
+    else:
+        epoch, step = 0, 0
+
+    def rate(at: int) -> float:
+        rewarm = min(1.0, (at - first_step) / options.warmup_steps) if first_step else 1.0
+        return learning_rate(at, options) * rewarm
 
     model.train()
-    while epoch < options.epochs:
+    while epoch < options.epochs and not _stalled(history, options.patience):
         rng = random.Random(SEED + epoch)
         batches = make_batches(train_examples, options.batch_pairs, rng)
         started, seen_tokens, running = time.monotonic(), 0, 0.0
@@ -231,7 +268,7 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
             input_ids, mask, decoder_input_ids, labels = collate(train_examples, indices, pad_id)
             step += 1
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, options)
+                group["lr"] = rate(step)
             logits = model(
                 input_ids=input_ids, attention_mask=mask, decoder_input_ids=decoder_input_ids
             ).logits
@@ -248,30 +285,75 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions) -> None:
             running = 0.98 * running + 0.02 * loss.item() if running else loss.item()
             seen_tokens += int(mask.sum()) + int((labels != -100).sum())
             if number % 100 == 0:
-                rate = seen_tokens / (time.monotonic() - started)
+                speed = seen_tokens / (time.monotonic() - started)
                 print(
                     f"epoch {epoch + 1}/{options.epochs} batch {number}/{len(batches)} "
-                    f"loss {running:.3f} lr {learning_rate(step, options):.2e} {rate:.0f} tok/s",
+                    f"loss {running:.3f} lr {rate(step):.2e} {speed:.0f} tok/s",
                     flush=True,
                 )
         epoch += 1
-        loss_dev = dev_loss(model, dev_examples, pad_id, options)
+        history[str(epoch)] = dev_loss(model, dev_examples, pad_id)
         print(
-            f"epoch {epoch} done in {time.monotonic() - started:.0f}s, dev loss {loss_dev:.3f}",
+            f"epoch {epoch} done in {time.monotonic() - started:.0f}s, dev loss {history[str(epoch)]:.3f}",
             flush=True,
         )
+        torch.save(model.state_dict(), work / f"epoch-{epoch}.pt")
         state = {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "epoch": epoch,
             "step": step,
+            "first_step": first_step,
             "torch_rng": torch.get_rng_state(),
         }
         torch.save(state, work / "state.tmp")
         (work / "state.tmp").replace(state_path)
+        history_path.write_text(json.dumps(history, indent=1))
 
+    model.load_state_dict(_select(model, work, history, dev_examples, pad_id, options))
     save_checkpoint(model, tok_dir, out)
     print(f"checkpoint written to {out}")
+
+
+def _stalled(history: dict[str, float], patience: int) -> bool:
+    """Whether the best dev loss is `patience` or more epochs old."""
+    if not history:
+        return False
+    epochs = sorted(history, key=int)
+    best = min(epochs, key=lambda epoch: history[epoch])
+    return int(epochs[-1]) - int(best) >= patience
+
+
+def _select(model, work: Path, history: dict[str, float], dev_examples, pad_id: int, options):
+    """The weights with the lowest dev loss: the best epoch or an average ending there."""
+    best = int(min(history, key=lambda epoch: history[epoch]))
+    candidates = {f"epoch {best}": torch.load(work / f"epoch-{best}.pt", weights_only=True)}
+    window = [work / f"epoch-{n}.pt" for n in range(best - options.average_last + 1, best + 1)]
+    if all(path.exists() for path in window) and len(window) > 1:
+        candidates[f"average of epochs {best - len(window) + 1}-{best}"] = average_weights(window)
+    losses = {}
+    for name, weights in candidates.items():
+        model.load_state_dict(weights)
+        losses[name] = dev_loss(model, dev_examples, pad_id)
+        print(f"{name}: dev loss {losses[name]:.3f}")
+    chosen = min(losses, key=losses.get)
+    print(f"keeping {chosen}")
+    return candidates[chosen]
+
+
+TOKENIZER_FILES = (
+    "source.spm",
+    "target.spm",
+    "vocab.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def _copy_tokenizer(source: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        (out / name).write_bytes((source / name).read_bytes())
 
 
 def save_checkpoint(model, tok_dir: Path, out: Path) -> None:
@@ -282,14 +364,7 @@ def save_checkpoint(model, tok_dir: Path, out: Path) -> None:
     model.generation_config = marian_generation_config(vocab)
     model.half().save_pretrained(out)
     model.float()
-    for name in (
-        "source.spm",
-        "target.spm",
-        "vocab.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-    ):
-        (out / name).write_bytes((tok_dir / name).read_bytes())
+    _copy_tokenizer(tok_dir, out)
     (out / "ATTRIBUTION.md").write_text(ATTRIBUTION)
 
 
@@ -300,9 +375,16 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=DEFAULT_WORK)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--epochs", type=int, default=TrainOptions.epochs)
+    parser.add_argument(
+        "--init",
+        type=Path,
+        help="Continue from this checkpoint's weights (as after --init-epochs epochs).",
+    )
+    parser.add_argument("--init-epochs", type=int, default=TrainOptions.init_epochs)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    train(args.corpus, args.work, args.out, TrainOptions(epochs=args.epochs))
+    options = TrainOptions(epochs=args.epochs, init_epochs=args.init_epochs)
+    train(args.corpus, args.work, args.out, options, args.init)
 
 
 if __name__ == "__main__":
