@@ -75,7 +75,9 @@ class TrainOptions:
     label_smoothing: float = 0.1
     held_out_pairs: int = HELD_OUT_PAIRS
     init_epochs: int = 8
-    patience: int = 2
+    rewarm_steps: int = 100
+    snapshot_steps: int = 110
+    patience: int = 8
     average_last: int = 4
 
 
@@ -188,11 +190,12 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
     """Run (or resume) the whole training and write the checkpoint to `out`.
 
     With `init`, training starts from that checkpoint's weights as if it had already run
-    `options.init_epochs` epochs of this schedule (fresh optimizer, short re-warm-up).
-    After each epoch the weights are saved; training stops early when the clean-dev loss
-    has not improved for `options.patience` epochs. The checkpoint written is whichever
-    has the lowest dev loss: the best epoch or the average of the last
-    `options.average_last` epochs up to it.
+    `options.init_epochs` epochs of this schedule (fresh optimizer, re-warm-up over
+    `options.rewarm_steps`). Every `options.snapshot_steps` steps and at each epoch's end
+    the weights and the resumable state are saved; training stops early when the
+    clean-dev loss has not improved for `options.patience` snapshots. The checkpoint
+    written is whichever has the lowest dev loss: the best snapshot or the average of the
+    last `options.average_last` snapshots up to it.
     """
     from transformers import MarianMTModel, MarianTokenizer
 
@@ -236,35 +239,52 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
     state_path = work / "state.pt"
     history_path = work / "history.json"
     history: dict[str, float] = {}
-    first_step = 0
+    epoch, step, first_step, done_in_epoch = 0, 0, 0, 0
     if state_path.exists():
         state = torch.load(state_path, weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        epoch, step, first_step = state["epoch"], state["step"], state.get("first_step", 0)
+        epoch, step, first_step = state["epoch"], state["step"], state["first_step"]
+        done_in_epoch = state["batch"]
         torch.set_rng_state(state["torch_rng"])
         history = json.loads(history_path.read_text())
-        print(f"resumed after epoch {epoch} (step {step})")
+        print(f"resumed in epoch {epoch + 1} after step {step}")
     elif init is not None:
         _load_initial(model, init)
         epoch = options.init_epochs
         step = first_step = epoch * batches_per_epoch
-        history[str(epoch)] = dev_loss(model, dev_examples, pad_id)
-        torch.save(model.state_dict(), work / f"epoch-{epoch}.pt")
-        print(f"initial dev loss {history[str(epoch)]:.3f}")
-    else:
-        epoch, step = 0, 0
+        history[str(step)] = dev_loss(model, dev_examples, pad_id)
+        torch.save(model.state_dict(), work / f"step-{step}.pt")
+        print(f"initial dev loss {history[str(step)]:.3f}")
 
     def rate(at: int) -> float:
-        rewarm = min(1.0, (at - first_step) / options.warmup_steps) if first_step else 1.0
+        rewarm = min(1.0, (at - first_step) / options.rewarm_steps) if first_step else 1.0
         return learning_rate(at, options) * rewarm
 
+    def snapshot(batch: int) -> None:
+        history[str(step)] = dev_loss(model, dev_examples, pad_id)
+        print(f"step {step} (epoch {epoch + 1}): dev loss {history[str(step)]:.3f}", flush=True)
+        torch.save(model.state_dict(), work / f"step-{step}.pt")
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "epoch": epoch,
+            "step": step,
+            "first_step": first_step,
+            "batch": batch,
+            "torch_rng": torch.get_rng_state(),
+        }
+        torch.save(state, work / "state.tmp")
+        (work / "state.tmp").replace(state_path)
+        history_path.write_text(json.dumps(history, indent=1))
+
     model.train()
-    while epoch < options.epochs and not _stalled(history, options.patience):
-        rng = random.Random(SEED + epoch)
-        batches = make_batches(train_examples, options.batch_pairs, rng)
+    while epoch < options.epochs and not stalled(history, options.patience):
+        batches = make_batches(train_examples, options.batch_pairs, random.Random(SEED + epoch))
         started, seen_tokens, running = time.monotonic(), 0, 0.0
         for number, indices in enumerate(batches, 1):
+            if number <= done_in_epoch:
+                continue
             input_ids, mask, decoder_input_ids, labels = collate(train_examples, indices, pad_id)
             step += 1
             for group in optimizer.param_groups:
@@ -284,53 +304,41 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
             optimizer.step()
             running = 0.98 * running + 0.02 * loss.item() if running else loss.item()
             seen_tokens += int(mask.sum()) + int((labels != -100).sum())
-            if number % 100 == 0:
+            if number % 50 == 0:
                 speed = seen_tokens / (time.monotonic() - started)
                 print(
                     f"epoch {epoch + 1}/{options.epochs} batch {number}/{len(batches)} "
                     f"loss {running:.3f} lr {rate(step):.2e} {speed:.0f} tok/s",
                     flush=True,
                 )
-        epoch += 1
-        history[str(epoch)] = dev_loss(model, dev_examples, pad_id)
-        print(
-            f"epoch {epoch} done in {time.monotonic() - started:.0f}s, dev loss {history[str(epoch)]:.3f}",
-            flush=True,
-        )
-        torch.save(model.state_dict(), work / f"epoch-{epoch}.pt")
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "epoch": epoch,
-            "step": step,
-            "first_step": first_step,
-            "torch_rng": torch.get_rng_state(),
-        }
-        torch.save(state, work / "state.tmp")
-        (work / "state.tmp").replace(state_path)
-        history_path.write_text(json.dumps(history, indent=1))
+            if number == len(batches):
+                epoch, number = epoch + 1, 0
+            if number % options.snapshot_steps == 0:
+                snapshot(number)
+                if stalled(history, options.patience):
+                    break
+        done_in_epoch = 0
 
     model.load_state_dict(_select(model, work, history, dev_examples, pad_id, options))
     save_checkpoint(model, tok_dir, out)
     print(f"checkpoint written to {out}")
 
 
-def _stalled(history: dict[str, float], patience: int) -> bool:
-    """Whether the best dev loss is `patience` or more epochs old."""
-    if not history:
-        return False
-    epochs = sorted(history, key=int)
-    best = min(epochs, key=lambda epoch: history[epoch])
-    return int(epochs[-1]) - int(best) >= patience
+def stalled(history: dict[str, float], patience: int) -> bool:
+    """Whether the best dev loss is `patience` or more snapshots old."""
+    steps = sorted(history, key=int)
+    return bool(steps) and len(steps) - 1 - steps.index(min(steps, key=history.get)) >= patience
 
 
 def _select(model, work: Path, history: dict[str, float], dev_examples, pad_id: int, options):
-    """The weights with the lowest dev loss: the best epoch or an average ending there."""
-    best = int(min(history, key=lambda epoch: history[epoch]))
-    candidates = {f"epoch {best}": torch.load(work / f"epoch-{best}.pt", weights_only=True)}
-    window = [work / f"epoch-{n}.pt" for n in range(best - options.average_last + 1, best + 1)]
-    if all(path.exists() for path in window) and len(window) > 1:
-        candidates[f"average of epochs {best - len(window) + 1}-{best}"] = average_weights(window)
+    """The weights with the lowest dev loss: the best snapshot or an average ending there."""
+    steps = sorted(history, key=int)
+    best = steps.index(min(steps, key=history.get))
+    window = steps[max(0, best - options.average_last + 1) : best + 1]
+    candidates = {f"step {steps[best]}": torch.load(work / f"step-{steps[best]}.pt")}
+    if len(window) > 1:
+        paths = [work / f"step-{step}.pt" for step in window]
+        candidates[f"average of steps {window[0]}..{window[-1]}"] = average_weights(paths)
     losses = {}
     for name, weights in candidates.items():
         model.load_state_dict(weights)
