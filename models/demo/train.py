@@ -1,10 +1,12 @@
 """Train the demo en→zh Marian model from the Tatoeba corpus in ../shared/data/en-zh.
 
     python -m models.demo.train [--corpus PATH] [--work build/train-demo] [--out DIR]
+                                [--epochs N] [--init CHECKPOINT --init-epochs N]
 
+Trains on the training side of models.demo.split and selects on its clean dev split.
 Reproducible (fixed seeds, single-threaded SentencePiece, deterministic batching) and
-resumable: the state is saved after every epoch in --work, and a rerun continues from
-it. The result is a genuine MarianMTModel checkpoint in the opus-mt directory layout
+resumable: the state is saved every `snapshot_steps` steps in --work, and a rerun
+continues from it. The result is a genuine MarianMTModel checkpoint in the opus-mt directory layout
 (source.spm, target.spm, vocab.json, pad = decoder start, eos 0, tied embeddings),
 so `transqueue export` serves it exactly as it serves Helsinki-NLP/opus-mt-en-zh.
 
