@@ -391,9 +391,16 @@ def main() -> None:
         help="Continue from this checkpoint's weights (as after --init-epochs epochs).",
     )
     parser.add_argument("--init-epochs", type=int, default=TrainOptions.init_epochs)
+    parser.add_argument("--peak-lr", type=float, default=TrainOptions.peak_lr)
+    parser.add_argument("--dropout", type=float, default=TrainOptions.dropout)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    options = TrainOptions(epochs=args.epochs, init_epochs=args.init_epochs)
+    options = TrainOptions(
+        epochs=args.epochs,
+        init_epochs=args.init_epochs,
+        peak_lr=args.peak_lr,
+        dropout=args.dropout,
+    )
     train(args.corpus, args.work, args.out, options, args.init)
 
 
