@@ -81,6 +81,7 @@ class TrainOptions:
     snapshot_steps: int = 110
     patience: int = 8
     average_last: int = 4
+    max_steps: int = 1_000_000
 
 
 def read_pairs(corpus: Path) -> list[tuple[str, str]]:
@@ -195,9 +196,9 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
     `options.init_epochs` epochs of this schedule (fresh optimizer, re-warm-up over
     `options.rewarm_steps`). Every `options.snapshot_steps` steps and at each epoch's end
     the weights and the resumable state are saved; training stops early when the
-    clean-dev loss has not improved for `options.patience` snapshots. The checkpoint
-    written is whichever has the lowest dev loss: the best snapshot or the average of the
-    last `options.average_last` snapshots up to it.
+    clean-dev loss has not improved for `options.patience` snapshots, or after step
+    `options.max_steps`. The checkpoint written is whichever has the lowest dev loss: the
+    best snapshot or the average of `options.average_last` consecutive snapshots.
     """
     from transformers import MarianMTModel, MarianTokenizer
 
@@ -281,7 +282,7 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
         history_path.write_text(json.dumps(history, indent=1))
 
     model.train()
-    while epoch < options.epochs and not stalled(history, options.patience):
+    while epoch < options.epochs and step < options.max_steps and not stalled(history, options.patience):
         batches = make_batches(train_examples, options.batch_pairs, random.Random(SEED + epoch))
         started, seen_tokens, running = time.monotonic(), 0, 0.0
         for number, indices in enumerate(batches, 1):
@@ -317,7 +318,7 @@ def train(corpus: Path, work: Path, out: Path, options: TrainOptions, init: Path
                 epoch, number = epoch + 1, 0
             if number % options.snapshot_steps == 0:
                 snapshot(number)
-                if stalled(history, options.patience):
+                if stalled(history, options.patience) or step >= options.max_steps:
                     break
         done_in_epoch = 0
 
@@ -333,12 +334,14 @@ def stalled(history: dict[str, float], patience: int) -> bool:
 
 
 def _select(model, work: Path, history: dict[str, float], dev_examples, pad_id: int, options):
-    """The weights with the lowest dev loss: the best snapshot or an average ending there."""
+    """The weights with the lowest dev loss: the best snapshot or the average of any
+    `options.average_last` consecutive snapshots (all of them if there are fewer)."""
     steps = sorted(history, key=int)
-    best = steps.index(min(steps, key=history.get))
-    window = steps[max(0, best - options.average_last + 1) : best + 1]
-    candidates = {f"step {steps[best]}": torch.load(work / f"step-{steps[best]}.pt")}
-    if len(window) > 1:
+    best = min(steps, key=history.get)
+    candidates = {f"step {best}": torch.load(work / f"step-{best}.pt")}
+    size = min(options.average_last, len(steps))
+    for first in range(len(steps) - size + 1 if size > 1 else 0):
+        window = steps[first : first + size]
         paths = [work / f"step-{step}.pt" for step in window]
         candidates[f"average of steps {window[0]}..{window[-1]}"] = average_weights(paths)
     losses = {}
@@ -393,6 +396,7 @@ def main() -> None:
     parser.add_argument("--init-epochs", type=int, default=TrainOptions.init_epochs)
     parser.add_argument("--peak-lr", type=float, default=TrainOptions.peak_lr)
     parser.add_argument("--dropout", type=float, default=TrainOptions.dropout)
+    parser.add_argument("--max-steps", type=int, default=TrainOptions.max_steps)
     args = parser.parse_args()
     torch.set_num_threads(2)
     options = TrainOptions(
@@ -400,6 +404,7 @@ def main() -> None:
         init_epochs=args.init_epochs,
         peak_lr=args.peak_lr,
         dropout=args.dropout,
+        max_steps=args.max_steps,
     )
     train(args.corpus, args.work, args.out, options, args.init)
 
