@@ -10,9 +10,10 @@ size). Each is exported with both int8 schemes (no validation) and converted to
 CTranslate2 int8; everything built is cached under build/bench-ct2/, keyed by its
 parameters, so a rerun only measures.
 
-Every variant translates the same English sentences (Tatoeba dev split) in every round,
-variants interleaved, all on the machine's cores (CTranslate2: its best settings for
-throughput, `inter_threads` = cores, one thread each; transqueue: `threads` = cores).
+Every variant translates the same English sentences (the demo model's held-out Tatoeba
+pairs) in every round, variants interleaved, all on the machine's cores (CTranslate2: its
+best settings for throughput, `inter_threads` = cores, one thread each; transqueue:
+`threads` = cores).
 The table gives target tokens/s and the ratio to CTranslate2 int8 (median over rounds,
 with min–max), since random or int8 outputs differ in length between engines.
 """
@@ -37,7 +38,8 @@ from bench_memory import OPUS_SHAPES, OPUS_VOCAB, build_checkpoint  # noqa: E402
 from report import publish  # noqa: E402
 
 from models.builder.quantize import QuantizeOptions  # noqa: E402
-from models.demo.train import DEFAULT_CORPUS, DEFAULT_OUT, TrainOptions, read_pairs, split_dev  # noqa: E402
+from models.demo.split import held_out  # noqa: E402
+from models.demo.train import DEFAULT_CORPUS, DEFAULT_OUT, read_pairs  # noqa: E402
 from models.threads import cpu_budget  # noqa: E402
 from models.translator import BatchOptions, Translator  # noqa: E402
 
@@ -107,7 +109,7 @@ def main() -> None:
     parser.add_argument("--record", type=Path, help="append the table to this Markdown file")
     args = parser.parse_args()
     cores = cpu_budget()
-    _, dev = split_dev(read_pairs(DEFAULT_CORPUS), TrainOptions().dev_pairs)
+    _, dev = held_out(read_pairs(DEFAULT_CORPUS))
     english = [en for en, _ in dev]
     lines = [
         f"{platform.processor() or platform.machine()}, {_cpu_name()}, {cores} cores; "

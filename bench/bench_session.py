@@ -2,7 +2,7 @@
 
     python bench/bench_session.py --bundle build/demo-full [--sentences 400] [--record FILE]
 
-Every variant translates the same sentences (the demo model's Tatoeba dev split) in one
+Every variant translates the same sentences (the demo model's held-out Tatoeba pairs) in one
 run, interleaved round by round so that machine noise hits all variants alike, then
 translates the first `--single` of them one at a time with `translate_one` (the latency
 of a lone sentence). The report gives target tokens/s and the ratio to the default
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from report import publish
 
-from models.demo.train import DEFAULT_CORPUS, TrainOptions, read_pairs, split_dev
+from models.demo.split import held_out
+from models.demo.train import DEFAULT_CORPUS, read_pairs
 from models.threads import cpu_budget
 from models.translator import BatchOptions, SessionOptions, Translator
 
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--record", type=Path, help="append the Markdown table to this file")
     args = parser.parse_args()
-    _, dev = split_dev(read_pairs(DEFAULT_CORPUS), TrainOptions().dev_pairs)
+    _, dev = held_out(read_pairs(DEFAULT_CORPUS))
     sentences = [english for english, _ in dev][: args.sentences]
     translators = {name: Translator(args.bundle, **kw) for name, kw in VARIANTS.items()}
     seconds = dict.fromkeys(translators, 0.0)
