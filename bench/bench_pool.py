@@ -127,7 +127,9 @@ def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str], lo
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        store = JobStore.from_settings(Settings(redis_url=redis.url, chunk_size=16))
+        store = JobStore.from_settings(
+            Settings(redis_url=redis.url, chunk_size=16, bundle=bundle)
+        )  # its queue
         run_job(store, [f"Warm up {i}." for i in range(8)])
         seconds = run_job(store, sentences)
     finally:
