@@ -49,11 +49,13 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
 #: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
 #: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
-#: byte is read (a compressed one as soon as its decompressed bytes pass it). A document is read
-#: and parsed whole: translate peaks near 10 and submit near 14 bytes of memory per byte of
-#: ordinary text, more for very short lines (bench/inputs_results.md), and a submitted
-#: document's stored layout (about 2.5 times its text) must fit in one Redis value (512 MB by
-#: default). Split bigger corpora into several files.
+#: byte is read (a compressed one as soon as its decompressed bytes pass it). It does not apply
+#: to the record files `translate` streams (flat memory: 65 MB peak for 10 MB of ordinary
+#: text, 74 MB for 20 MB). Other documents are read and parsed whole, and `submit` holds a
+#: whole job: about 21 bytes of memory per byte of ordinary text (244 MB for 10 MB, 428 MB for
+#: 20 MB; bench/inputs_results.md). A submitted document's stored layout (about 2.5 times its
+#: text) must fit in one Redis value (512 MB by default). Split bigger corpora into several
+#: files for submit.
 MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
