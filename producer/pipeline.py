@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -106,6 +107,13 @@ class Translations:
         self.report.sentences += len(document.segments)
         return [self.memory[segment.text] for segment in document.segments]
 
+    def checked(self, name: str, document: Document, progress: Progress = lambda n: None) -> list[str]:
+        """`of`, with each translation checked for the run's quality flags (``name``: the
+        document's file, for the flag records)."""
+        texts = self.of(document, progress)
+        self.report.quality.check(name, document, texts, self.was_capped(document), document.first_line)
+        return texts
+
     def was_capped(self, document: Document) -> Callable[[int], bool]:
         """Whether the translation of segment ``i`` of ``document`` hit the length cap."""
         return lambda i: document.segments[i].text in self.capped
@@ -158,13 +166,7 @@ def translate_files(
     translations = Translations(translator, report)
     try:
         for task, document in documents:
-            name = str(task.source)
-
-            def translate(window: Document, name: str = name) -> list[str]:
-                texts = translations.of(window, progress)
-                report.quality.check(name, window, texts, translations.was_capped(window), window.first_line)
-                return texts
-
+            translate = partial(translations.checked, str(task.source), progress=progress)
             if isinstance(document, Document):
                 write_atomic(task.target, document.render(translate(document)))
             else:
