@@ -6,9 +6,10 @@ Every variant translates the same sentences (the demo model's held-out Tatoeba p
 run, interleaved round by round so that machine noise hits all variants alike, then
 translates the first `--single` of them one at a time with `translate_one` (the latency
 of a lone sentence). The report gives target tokens/s and the ratio to the default
-Translator settings on 2 cores (int8, batched, two batches decoded side by side with
-one ORT thread each, graph optimisation "all", no spinning), and the mean milliseconds
-of a lone sentence. Run it on an idle machine: nothing else heavy beside it.
+Translator settings on 2 cores (int8, rows padded to a multiple of 8 and batched, two
+batches decoded side by side with one ORT thread each, graph optimisation "all", no
+spinning), and the mean milliseconds of a lone sentence. Run it on an idle machine:
+nothing else heavy beside it.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from report import publish
 from models.demo.split import held_out
 from models.demo.train import DEFAULT_CORPUS, read_pairs
 from models.threads import cpu_budget
-from models.translator import BatchOptions, SessionOptions, Translator
+from models.translator import BatchOptions, DecodeOptions, SessionOptions, Translator
 
 VARIANTS = {
     "default: batched, 2 batches x 1 thread, int8, all, no spin": dict(
         precision="int8", threads=2, session=SessionOptions()
     ),
     "unbatched (max_batch 1)": dict(precision="int8", threads=2, batching=BatchOptions(max_batch=1)),
+    "rows of one exact length (pad_to 1)": dict(precision="int8", threads=2, decode=DecodeOptions(pad_to=1)),
+    "pad_to 16": dict(precision="int8", threads=2, decode=DecodeOptions(pad_to=16)),
     "max_batch 64, read-ahead 1024": dict(
         precision="int8", threads=2, batching=BatchOptions(max_batch=64, read_ahead=1024)
     ),

@@ -1,15 +1,18 @@
-"""Which rows are decoded together: sentences split into parts, grouped by exact length.
+"""Which rows are decoded together: sentences split into parts, grouped by padded length.
 
 A row is one part of one sentence (a sentence longer than the model's positions is cut
-into parts, `split_points`). Rows of a batch share their exact source length, so no row
-is ever padded, and a batch holds at most `max_batch` rows. Because every op of the
-decoder (fp32, or int8 with the "row" scheme) computes each row from that row alone, a
-sentence's output is the same whichever batch it lands in; tests/test_batching.py checks it.
+into parts, `split_points`). Every row is padded, masked, to its own *padded length*: its
+length rounded up to a multiple of `pad_to` (`padded_length`), which depends on the row
+alone, never on its neighbours. Rows of a batch share their padded length, and a batch
+holds at most `max_batch` rows. Because every op of the encoder and decoder (fp32, or int8
+with the "row" scheme) computes each row from that row alone, and a row's padding is its
+own, a sentence's output is the same whichever batch it lands in; tests/test_batching.py
+checks it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,13 +32,24 @@ class Row:
 
 @dataclass(frozen=True)
 class Batch:
-    """Rows of one exact source length, decoded together."""
+    """Rows of one padded length, decoded together."""
 
     rows: list[Row] = field(default_factory=list)
 
-    def source_ids(self) -> np.ndarray:
-        """The [rows, length] int64 matrix of the rows' ids."""
-        return np.stack([row.ids for row in self.rows])
+
+def padded_length(length: int, pad_to: int, limit: int) -> int:
+    """`length` rounded up to a multiple of `pad_to`, at most `limit` (the model's positions)."""
+    return min(-(-length // pad_to) * pad_to, max(length, limit))
+
+
+def pad_rows(rows: Sequence[np.ndarray], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """The [rows, length] int64 ids of `rows` right-padded with `pad_id`, and their mask."""
+    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), length), dtype=np.int64)
+    for number, row in enumerate(rows):
+        ids[number, : len(row)] = row
+        mask[number, : len(row)] = 1
+    return ids, mask
 
 
 def split_points(pieces: Sequence[str], limit: int) -> list[int]:
@@ -55,12 +69,12 @@ def split_points(pieces: Sequence[str], limit: int) -> list[int]:
     return cuts
 
 
-def group(rows: Sequence[Row], max_batch: int) -> list[Batch]:
-    """Rows grouped by exact length into batches of at most `max_batch`, in first-seen order."""
+def group(rows: Sequence[Row], max_batch: int, padded: Callable[[int], int]) -> list[Batch]:
+    """Rows grouped by `padded(len(ids))` into batches of at most `max_batch`, in first-seen order."""
     buckets: dict[int, list[Batch]] = {}
     order: list[Batch] = []
     for row in rows:
-        batches = buckets.setdefault(len(row.ids), [])
+        batches = buckets.setdefault(padded(len(row.ids)), [])
         if not batches or len(batches[-1].rows) == max_batch:
             batches.append(Batch())
             order.append(batches[-1])

@@ -5,9 +5,10 @@
         print(result.text, result.target_tokens, result.hit_length_cap)
 
 Sentences are read ahead, cut into rows (`models.batching`) and decoded in batches of
-rows of the same exact source length: the encoder runs once per batch and yields every
+rows of the same padded source length (each row padded, masked, to a multiple of
+`DecodeOptions.pad_to` that depends on it alone): the encoder runs once per batch and yields every
 decoder layer's cross K/V, then the decoder runs one token per step for the rows still
-going, on their KV cache; a row that reaches eos leaves the batch. A sentence translates
+going, on their KV cache; a row that reaches eos or its own length cap leaves the batch. A sentence translates
 identically whatever it is batched with: with the fp32 decoder and with the int8 "row"
 scheme every op computes each row from that row alone (tests/test_batching.py). A bundle
 whose int8 decoder uses the per-tensor scheme is decoded one row at a time.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import defaults
-from models.batching import Batch, Row, group, split_points
+from models.batching import Batch, Row, group, pad_rows, padded_length, split_points
 from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
@@ -47,6 +48,7 @@ class DecodeOptions:
     length_a: float = defaults.LENGTH_A
     length_b: int = defaults.LENGTH_B
     add_target_lang_token: bool = True
+    pad_to: int = defaults.PAD_TO
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ class _Window:
                     for part, (a, b) in enumerate(itertools.pairwise(bounds))
                 ]
             )
-        self.batches = group([row for rows in self.parts for row in rows], translator.max_batch)
+        rows = [row for rows in self.parts for row in rows]
+        self.batches = group(rows, translator.max_batch, translator.padded_length)
         #: One callable per batch that returns it decoded (waiting for it if need be).
         self.decoded: list[Callable[[], Decoded]] = []
 
@@ -270,44 +273,60 @@ class Translator:
     def decode_batch(self, batch: Batch) -> Decoded:
         """Greedy-decode the rows of one batch."""
         started = time.perf_counter()
-        outputs = self.generate_batch(batch.source_ids())
+        outputs = self.generate_batch([row.ids for row in batch.rows])
         return Decoded(outputs, time.perf_counter() - started)
 
-    def start(self, source_ids: np.ndarray) -> DecoderCache:
-        """Encode rows of equal length [rows, length]; their cache for step-by-step decoding."""
-        mask = np.ones_like(source_ids)
+    def padded_length(self, length: int) -> int:
+        """The length a row of `length` source ids is padded to, whatever its batch."""
+        return padded_length(length, self.decode_options.pad_to, self.config.max_positions)
+
+    def start(self, rows: Sequence[np.ndarray]) -> DecoderCache:
+        """Encode source id rows of one padded length; their cache for step-by-step decoding.
+
+        ValueError if the rows' padded lengths differ: a row's padding must be its own.
+        """
+        lengths = {self.padded_length(len(row)) for row in rows}
+        if len(lengths) != 1:
+            raise ValueError(f"rows of one batch must share their padded length, not {sorted(lengths)}")
+        source_ids, mask = pad_rows(rows, lengths.pop(), self.config.pad_token_id)
         cross = self._encoder.run(None, {"input_ids": source_ids, "attention_mask": mask})
         return DecoderCache(self._decoder, self.config.decoder_layers, mask, cross)
 
     def step_logits(self, source_ids: np.ndarray, tokens: list[int]) -> Iterator[np.ndarray]:
         """Raw logits after each of `tokens` (teacher forcing), for validation."""
-        cache = self.start(source_ids[None, :])
+        cache = self.start([source_ids])
         for token in tokens:
             yield cache.step(np.array([token], dtype=np.int64))[0]
 
     def generate(self, source_ids: np.ndarray) -> tuple[list[int], bool]:
         """Greedy-decode one source id sequence; returns (ids without eos, hit_length_cap)."""
-        return self.generate_batch(source_ids[None, :])[0]
+        return self.generate_batch([source_ids])[0]
 
-    def generate_batch(self, source_ids: np.ndarray) -> list[tuple[list[int], bool]]:
-        """Greedy-decode rows of equal length [rows, length]: (ids without eos, hit_cap) each."""
+    def generate_batch(self, source_ids: Sequence[np.ndarray]) -> list[tuple[list[int], bool]]:
+        """Greedy-decode rows of one padded length: (ids without eos, hit_length_cap) each.
+
+        Each row stops at eos or at its own length cap (`max_new_tokens` of its length).
+        """
         config = self.config
         count = len(source_ids)
         cache = self.start(source_ids)
+        caps = np.array([self.max_new_tokens(len(ids)) for ids in source_ids])
         rows = np.arange(count)
         tokens = np.full(count, config.decoder_start_token_id, dtype=np.int64)
         generated: list[list[int]] = [[] for _ in range(count)]
-        capped = [True] * count
-        for _ in range(self.max_new_tokens(source_ids.shape[1])):
+        capped = [False] * count
+        for step in range(1, int(caps.max(initial=0)) + 1):
             logits = cache.step(tokens)
             logits[:, self._banned] = -np.inf
             tokens = logits.argmax(axis=1)
             going = tokens != config.eos_token_id
             for row, token in zip(rows[going], tokens[going], strict=True):
                 generated[row].append(int(token))
+            at_cap = going & (caps[rows] == step)
+            for row in rows[at_cap]:
+                capped[row] = True
+            going &= ~at_cap
             if not going.all():
-                for row in rows[~going]:
-                    capped[row] = False
                 rows, tokens = rows[going], tokens[going]
                 if not rows.size:
                     break

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import tiny_pairs
 
-from models.batching import Row, group, split_points
+from models.batching import Row, group, padded_length, split_points
 from models.bundle import default_bundle_dir
 from models.translator import BatchOptions, Translator
 
@@ -48,12 +48,17 @@ def translator(request, tiny_bundle):
 
 
 def by_length(translator):
-    """English sentences of the tiny corpus as source ids, grouped by exact length."""
+    """English sentences of the tiny corpus as source ids, grouped by padded length; every
+    group used holds rows of several exact lengths."""
     pools: dict[int, list[np.ndarray]] = {}
     for english, _ in tiny_pairs():
         ids = translator.codec.encode(english)
-        pools.setdefault(len(ids), []).append(ids)
-    return {length: rows for length, rows in pools.items() if len(rows) >= 4}
+        pools.setdefault(translator.padded_length(len(ids)), []).append(ids)
+    return {
+        length: rows
+        for length, rows in pools.items()
+        if len(rows) >= 4 and len({len(ids) for ids in rows}) > 1
+    }
 
 
 def test_each_row_decodes_as_it_does_alone(translator, request):
@@ -68,7 +73,7 @@ def test_each_row_decodes_as_it_does_alone(translator, request):
         for ids in rows:
             if ids.tobytes() not in alone:
                 alone[ids.tobytes()] = translator.generate(ids)
-        batched = translator.generate_batch(np.stack(rows))
+        batched = translator.generate_batch(rows)
         assert batched == [alone[ids.tobytes()] for ids in rows], f"batch of {size}, length {length}"
     if request.node.callspec.params["translator"].startswith("demo"):
         # the demo model ends sentences at different steps: rows leave batches mid-way
@@ -83,7 +88,7 @@ def test_raw_logits_are_bitwise_equal_in_any_batch(translator):
         length = rng.choice(sorted(pools))
         rows = [rng.choice(pools[length]) for _ in range(size)]
         tokens = [[rng.randrange(vocab) for _ in range(6)] for _ in rows]
-        cache = translator.start(np.stack(rows))
+        cache = translator.start(rows)
         steps = [cache.step(np.array(column, dtype=np.int64)) for column in zip(*tokens, strict=True)]
         for number, (ids, fed) in enumerate(zip(rows, tokens, strict=True)):
             alone = np.stack(list(translator.step_logits(ids, fed)))
@@ -108,11 +113,23 @@ def test_translate_gives_the_same_text_whatever_the_batching(translator):
         assert texts == [alone[i] for i in shuffled], (max_batch, read_ahead, threads)
 
 
-def test_group_keeps_exact_lengths_and_first_seen_order():
-    rows = [Row(n, 0, np.zeros(length, np.int64)) for n, length in enumerate([3, 5, 3, 3, 5, 4])]
-    batches = group(rows, max_batch=2)
-    assert [[row.sentence for row in batch.rows] for batch in batches] == [[0, 2], [1, 4], [3], [5]]
-    assert all(len({len(row.ids) for row in batch.rows}) == 1 for batch in batches)
+def test_group_keeps_padded_lengths_and_first_seen_order():
+    lengths = [3, 9, 4, 3, 12, 8]
+    rows = [Row(n, 0, np.zeros(length, np.int64)) for n, length in enumerate(lengths)]
+    batches = group(rows, max_batch=2, padded=lambda length: padded_length(length, 8, 512))
+    assert [[row.sentence for row in batch.rows] for batch in batches] == [[0, 2], [1, 4], [3, 5]]
+
+
+def test_a_rows_padding_is_its_own():
+    assert [padded_length(n, 8, 512) for n in (1, 8, 9, 16, 17)] == [8, 8, 16, 16, 24]
+    assert padded_length(510, 8, 512) == 512 and padded_length(511, 8, 511) == 511
+    assert [padded_length(n, 1, 512) for n in (1, 7, 300)] == [1, 7, 300]
+
+
+def test_rows_of_different_padded_lengths_are_refused(translator):
+    short, long = np.zeros(3, np.int64), np.zeros(20, np.int64)
+    with pytest.raises(ValueError, match="padded length"):
+        translator.generate_batch([short, long])
 
 
 def test_split_points_prefer_punctuation_then_word_starts():

@@ -2,8 +2,10 @@
 
 Four checks, each recorded in bundle.json:
 - numeric: fp32 logits at every decoding step against PyTorch (max abs diff, cosine);
-- greedy: fp32 bundle token ids identical to `model.generate(num_beams=1, do_sample=False)`
-  on the regression set shipped in models/regression/sentences.txt;
+- greedy: fp32 bundle token ids identical to PyTorch greedy decoding
+  (`model.generate(num_beams=1, do_sample=False)`: its argmax at every step, checked on
+  its logits teacher-forced on the bundle's ids) on the regression set shipped in
+  models/regression/sentences.txt;
 - int8: exact-match rate and token agreement of the int8 decoder against fp32;
 - tokenizer: source ids equal to MarianTokenizer's on a corpus and on hard strings,
   and detokenization equal to MarianTokenizer.decode(skip_special_tokens=True).
@@ -14,7 +16,7 @@ A failed check names the sentence and the step. Export-time only.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -78,40 +80,55 @@ def _agreement(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(x == y for x, y in zip(a, b, strict=False)) / max(len(a), len(b))
 
 
-def _generate_reference(model, tokenizer, text: str, max_new_tokens: int) -> list[int]:
-    """PyTorch greedy ids for `text`, eos dropped, capped at `max_new_tokens`.
+def generate_all(translator, rows: Sequence[np.ndarray]) -> list[tuple[list[int], bool]]:
+    """`Translator.generate` of every id row, in order, decoded in the Translator's batches
+    (rows grouped by padded length): the production path, which batching never changes."""
+    from models.batching import Row, group
 
-    generate() forces eos at its last step (forced_eos_token_id), so it runs one step
-    further than the cap and the ids are cut at the cap.
+    outputs: list[tuple[list[int], bool]] = [([], False)] * len(rows)
+    batches = group(
+        [Row(number, 0, ids) for number, ids in enumerate(rows)],
+        translator.max_batch,
+        translator.padded_length,
+    )
+    for batch in batches:
+        decoded = translator.generate_batch([row.ids for row in batch.rows])
+        for row, output in zip(batch.rows, decoded, strict=True):
+            outputs[row.sentence] = output
+    return outputs
+
+
+def _greedy_divergence(
+    theirs: np.ndarray, got: list[int], capped: bool, banned: list[int], eos: int
+) -> tuple[int, int] | None:
+    """(the first step where `got` is not PyTorch's greedy choice, PyTorch's choice), or None.
+
+    `theirs` holds PyTorch's logits teacher-forced on `got` (one row per step, one more than
+    `got`). Greedy decoding picks the argmax over unbanned ids at every step, and a causal
+    decoder's step depends only on the ids before it, so `got` is exactly what
+    `model.generate(num_beams=1, do_sample=False)` yields iff every step's argmax is `got`'s
+    id, and the step after it picks eos (unless `got` stopped at its length cap).
+    """
+    choices = theirs.copy()
+    choices[:, banned] = -np.inf
+    picked = choices.argmax(axis=1).tolist()
+    expected = got if capped else [*got, eos]
+    return next(
+        ((step, a) for step, (a, b) in enumerate(zip(picked, expected, strict=False)) if a != b), None
+    )
+
+
+def check_greedy(model, tokenizer, fp32, sentences: Sequence[str], options: ValidateOptions):
+    """Numeric and greedy parity of the fp32 bundle with PyTorch; returns a report dict.
+
+    The bundle decodes every sentence (in batches, as it does in production); PyTorch then
+    runs once per sentence, teacher-forced on the bundle's ids, which gives both its logits
+    at every step (compared numerically) and its greedy choice at every step.
     """
     import torch
-    from transformers import GenerationConfig
 
-    config = model.config
-    generation = GenerationConfig(
-        num_beams=1,
-        do_sample=False,
-        max_new_tokens=max_new_tokens + 1,
-        bad_words_ids=model.generation_config.bad_words_ids or [[config.pad_token_id]],
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-        decoder_start_token_id=config.decoder_start_token_id,
-    )
-    batch = tokenizer([text], return_tensors="pt")
-    with torch.no_grad():
-        output = model.generate(**batch, generation_config=generation)[0].tolist()[1:]
-    if config.eos_token_id in output:
-        output = output[: output.index(config.eos_token_id)]
-    return output[:max_new_tokens]
-
-
-def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: ValidateOptions):
-    """Numeric and greedy parity of the fp32 bundle with PyTorch; returns a report dict."""
-    import torch
-
-    worst_diff, worst_cos, checked = 0.0, 1.0, 0
-    outputs = []
     prefix = fp32.manifest.config.target_lang_token
+    sources = []
     for number, sentence in enumerate(sentences, 1):
         source_ids = fp32.codec.encode(sentence)
         reference_text = f"{prefix} {sentence}" if prefix and fp32.codec.prefix_ids else sentence
@@ -121,30 +138,32 @@ def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: Vali
                 f"sentence {number} ({sentence!r}): source ids differ from MarianTokenizer: "
                 f"{source_ids.tolist()} != {reference_ids}"
             )
-        cap = fp32.max_new_tokens(len(source_ids))
-        expected = _generate_reference(model, tokenizer, reference_text, cap)
-        got, _ = fp32.generate(source_ids)
-        if got != expected:
-            step = next(
-                (i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b),
-                min(len(got), len(expected)),
-            )
-            raise ValidationError(
-                f"sentence {number} ({sentence!r}): greedy ids diverge from "
-                f"model.generate at step {step}: bundle {got[step : step + 5]} vs "
-                f"PyTorch {expected[step : step + 5]}"
-            )
-        tokens = [fp32.config.decoder_start_token_id, *expected]
-        ours = np.stack(list(fp32.step_logits(source_ids, tokens)))
+        sources.append(source_ids)
+    generated = generate_all(fp32, sources)
+    banned = sorted({ids[0] for ids in model.generation_config.bad_words_ids or [] if len(ids) == 1})
+    banned = banned or [fp32.config.pad_token_id]
+    worst_diff, worst_cos, checked = 0.0, 1.0, 0
+    for number, (sentence, source_ids, (got, capped)) in enumerate(
+        zip(sentences, sources, generated, strict=True), 1
+    ):
+        tokens = [fp32.config.decoder_start_token_id, *got]
         with torch.no_grad():
             theirs = (
                 model(
-                    input_ids=torch.tensor([reference_ids]),
+                    input_ids=torch.tensor([source_ids.tolist()]),
                     decoder_input_ids=torch.tensor([tokens]),
                 )
                 .logits[0]
                 .numpy()
             )
+        divergence = _greedy_divergence(theirs, got, capped, banned, fp32.config.eos_token_id)
+        if divergence is not None:
+            step, choice = divergence
+            raise ValidationError(
+                f"sentence {number} ({sentence!r}): greedy ids diverge from PyTorch at step "
+                f"{step}: bundle {got[step : step + 5] or 'eos'} vs PyTorch's choice {choice}"
+            )
+        ours = np.stack(list(fp32.step_logits(source_ids, tokens)))
         for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             diff = float(np.abs(a - b).max())
             cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -155,7 +174,7 @@ def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: Vali
                     f"PyTorch by {diff:.2e} > {options.fp32_max_abs_diff:.0e}"
                 )
         checked += 1
-        outputs.append(got)
+    outputs = [got for got, _ in generated]
     report = {
         "sentences": checked,
         "greedy_identical": checked,
@@ -169,8 +188,8 @@ def check_greedy(model, tokenizer, fp32, sentences: Iterable[str], options: Vali
 def check_int8(int8, sentences: Sequence[str], fp32_outputs, options: ValidateOptions) -> dict:
     """Exact-match rate and token agreement of the int8 decoder against fp32."""
     exact, agreement = 0, 0.0
-    for sentence, reference in zip(sentences, fp32_outputs, strict=True):
-        got, _ = int8.generate(int8.codec.encode(sentence))
+    generated = generate_all(int8, [int8.codec.encode(sentence) for sentence in sentences])
+    for (got, _), reference in zip(generated, fp32_outputs, strict=True):
         exact += got == reference
         agreement += _agreement(got, reference)
     report = {
