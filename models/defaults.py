@@ -31,7 +31,7 @@ GRAPH_OPTIMIZATION = "all"
 #: worker processes could use; bench/bench_session.py measures both.
 ALLOW_SPINNING = False
 
-#: Sentence used to warm the sessions up before the first real request.
+#: Sentence encoded, and decoded one step, to warm the sessions up before the first request.
 WARMUP_SENTENCE = "Hello, world."
 
 #: Most rows (sentences, or parts of over-long ones) decoded together in one batch. Rows

@@ -215,8 +215,6 @@ class Translator:
         encoder_path = self.manifest.graph("encoder", precision)
         decoder_path = self.manifest.graph("decoder", precision)
         used = self.manifest.files_for(precision)
-        if verify:
-            verify_files(self.manifest, used)
         config = self.manifest.config
         self.config = config
         lang = (config.target_lang_token_id,) if decode.add_target_lang_token else ()
@@ -228,13 +226,23 @@ class Translator:
             unk_id=config.unk_token_id,
             prefix_ids=tuple(i for i in lang if i is not None),
         )
-        self._encoder = _session(encoder_path, session)
-        self._decoder = _session(decoder_path, session)
+        # The sha256 checks and both sessions' creation run side by side (hashlib and ORT
+        # release the GIL); a corrupt file is reported as such, before any ORT error.
+        with ThreadPoolExecutor(3, thread_name_prefix="translator-load") as pool:
+            checked = pool.submit(verify_files, self.manifest, used) if verify else None
+            encoder = pool.submit(_session, encoder_path, session)
+            decoder = pool.submit(_session, decoder_path, session)
+            try:
+                self._encoder, self._decoder = encoder.result(), decoder.result()
+            finally:
+                if checked is not None:
+                    checked.result()
         self._banned = np.array(sorted(set(config.bad_words_ids)), dtype=np.int64)
         settings = {"precision": precision, "decoding": defaults.DECODING, **asdict(decode)}
         self.fingerprint = self.manifest.fingerprint(*used) + ":" + repr(sorted(settings.items()))
-        if warmup:
-            self.translate_one(defaults.WARMUP_SENTENCE)
+        if warmup:  # one encoder run and one decoder step set both sessions up
+            source = self.codec.encode(defaults.WARMUP_SENTENCE)
+            self.start([source]).step(np.array([config.decoder_start_token_id], dtype=np.int64))
 
     def translate(self, sentences: Iterable[str]) -> Iterator[TranslationResult]:
         """Translate `sentences` in order, one result per sentence, as they complete.

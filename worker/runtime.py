@@ -70,7 +70,10 @@ def load_translator(settings: Settings) -> SentenceTranslator:
             from models.translator import Translator
 
             translator: SentenceTranslator = Translator(
-                settings.bundle_dir, precision=settings.precision, threads=settings.threads
+                settings.bundle_dir,
+                precision=settings.precision,
+                threads=settings.threads,
+                verify=_state.get("checked") != (settings.bundle_dir, settings.precision),
             )
             if settings.test_poison:
                 translator = PoisonedTranslator(translator, settings.test_poison)
@@ -87,12 +90,14 @@ FIX_BUNDLE = (
 
 def check_bundle(settings: Settings) -> None:
     """Raise BundleError (saying how to fix it) unless the settings' bundle can be loaded:
-    its manifest, the decoder of the settings' precision, and every file's sha256."""
+    its manifest, the graphs of the settings' precision, and the sha256 of every file a
+    Translator at that precision loads. This process (and its forks) then load the
+    Translator without hashing the same files again."""
     from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
 
     try:
         manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
-        manifest.graph("decoder", settings.precision)
-        verify_files(manifest)
+        verify_files(manifest, manifest.files_for(settings.precision))
     except BundleError as error:
         raise BundleError(f"{error}\n  to fix it: {FIX_BUNDLE}") from None
+    _state["checked"] = (settings.bundle_dir, settings.precision)
