@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "bundle.json"
+#: A graph's weights are stored beside it, in its name plus this suffix (ONNX external data):
+#: ONNX Runtime maps that file rather than parsing and copying the weights out of the graph.
+EXTERNAL_DATA = ".data"
 FORMAT = "transqueue-marian-onnx"
 FORMAT_VERSION = 1
 DEMO_BUNDLE = Path(__file__).resolve().parent / "demo" / "bundle"
@@ -88,10 +91,12 @@ class Manifest:
         return self.directory / graphs[role][precision]
 
     def files_for(self, precision: str) -> list[str]:
-        """The files a Translator at `precision` loads: encoder, decoder, tokenizer files."""
+        """The files a Translator at `precision` loads: encoder and decoder (with their
+        weights, where stored beside them), tokenizer files."""
         roles = ("source", "target", "vocab")
-        graphs = [self.graph("encoder", precision), self.graph("decoder", precision)]
-        return [path.name for path in graphs] + [self.tokenizer_file(role).name for role in roles]
+        graphs = [self.graph("encoder", precision).name, self.graph("decoder", precision).name]
+        weights = [name + EXTERNAL_DATA for name in graphs if name + EXTERNAL_DATA in self.files]
+        return [*graphs, *weights, *(self.tokenizer_file(role).name for role in roles)]
 
     def model_key(self, precision: str) -> str:
         """12 hex digits naming this model at `precision`: jobs are routed by it to the

@@ -11,7 +11,7 @@ from models.builder.export import duplicated_initializers
 from models.builder.hub import SourceError, resolve
 from models.builder.quantize import QuantizeOptions
 from models.builder.validate import ValidateOptions, ValidationError, validate
-from models.bundle import read_manifest, sha256_file
+from models.bundle import EXTERNAL_DATA, Manifest, read_manifest, sha256_file
 
 
 def test_manifest_records_config_files_versions_and_validation(tiny_bundle, tiny_marian_dir):
@@ -71,6 +71,23 @@ def test_tensor_scheme_export_is_decoded_one_row_at_a_time(tiny_marian_dir, tmp_
     assert Translator(bundle, precision="fp32", warmup=False).max_batch > 1
 
 
+def test_graphs_keep_their_weights_beside_them(tiny_bundle):
+    manifest = read_manifest(tiny_bundle)
+    for precision in ("int8", "fp32"):
+        used = manifest.files_for(precision)
+        for role in ("encoder", "decoder"):
+            graph = manifest.graph(role, precision)
+            weights = graph.name + EXTERNAL_DATA
+            assert weights in used and weights in manifest.files
+            assert graph.stat().st_size < (tiny_bundle / weights).stat().st_size
+    # the weights are part of the model's identity: jobs are routed by it
+    changed = json.loads((tiny_bundle / "bundle.json").read_text())
+    changed["files"]["decoder.int8.onnx.data"]["sha256"] = "0" * 64
+    other = Manifest(tiny_bundle, changed, manifest.config)
+    assert other.model_key("int8") != manifest.model_key("int8")
+    assert other.model_key("fp32") == manifest.model_key("fp32")
+
+
 def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path):
     from models.builder.export import ExportOptions  # noqa: F401  (documented flag path)
 
@@ -79,6 +96,7 @@ def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path)
     assert manifest.precisions == ("int8",)
     assert not (bundle / "decoder.onnx").exists()
     assert "decoder.onnx" not in manifest.files
+    assert not (bundle / "decoder.onnx.data").exists() and not (bundle / "encoder.onnx.data").exists()
     # the row scheme's int8 encoder replaces the fp32 one too
     assert not (bundle / "encoder.onnx").exists()
     assert manifest.graph("encoder", "int8") == bundle / "encoder.int8.onnx"

@@ -28,6 +28,10 @@ ROW_WEIGHT_LEVELS = 64
 #: bench/memory_results.md and the README "Benchmarks" give the figures.
 INT8_ENCODER = True
 
+#: Rows the validation decodes together: small batches keep an opus-mt-sized export's memory
+#: down (an fp32 batch of 32 rows at the length cap holds about 300 MB of caches).
+VALIDATION_MAX_BATCH = 8
+
 #: Validation fails if any fp32 logit differs from PyTorch's by more than this.
 FP32_MAX_DIFF = 1e-3
 

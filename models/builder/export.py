@@ -7,6 +7,7 @@ torch, transformers, sentencepiece and onnx.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shutil
@@ -24,7 +25,7 @@ from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
 from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
 from models.builder.tokenizer_convert import convert
 from models.builder.validate import ValidateOptions, validate
-from models.bundle import FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
+from models.bundle import EXTERNAL_DATA, FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
 
 ENCODER, ENCODER_INT8 = "encoder.onnx", "encoder.int8.onnx"
 DECODER, DECODER_INT8 = "decoder.onnx", "decoder.int8.onnx"
@@ -48,9 +49,9 @@ class ExportError(RuntimeError):
     """The export or its validation failed."""
 
 
-def _config(model, vocab: dict[str, int], lang_token: str | None) -> dict:
-    config = model.config
-    bad_words = getattr(model.generation_config, "bad_words_ids", None) or []
+def _config(model_config, generation_config, vocab: dict[str, int], lang_token: str | None) -> dict:
+    config = model_config
+    bad_words = getattr(generation_config, "bad_words_ids", None) or []
     bad = sorted({i for ids in bad_words for i in ids})
     if config.pad_token_id not in bad:
         bad.append(config.pad_token_id)
@@ -70,6 +71,24 @@ def _config(model, vocab: dict[str, int], lang_token: str | None) -> dict:
         "target_lang_token": lang_token,
         "target_lang_token_id": vocab[lang_token] if lang_token else None,
     }
+
+
+def store_weights_beside(path: Path) -> None:
+    """Rewrite the graph at `path` with its weights in `path` + EXTERNAL_DATA.
+
+    ONNX Runtime maps that file instead of parsing the weights out of the protobuf and
+    copying them: an opus-mt-sized int8 worker's two sessions take 128 MB instead of 196 MB
+    and load in 0.7 s instead of 1.1 s (README, Benchmarks).
+    """
+    model = onnx.load(path)
+    onnx.save(
+        model,
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=path.name + EXTERNAL_DATA,
+        size_threshold=1024,
+    )
 
 
 def duplicated_initializers(path: Path, min_elements: int = 4096) -> list[tuple[str, str]]:
@@ -120,6 +139,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     ).eval()
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
+    model_config, generation_config = model.config, model.generation_config
+    del model  # quantization and validation load what they need: free its weights first
+    gc.collect()
     quantize_decoder(staging / DECODER, staging / DECODER_INT8, options.quantize)
     encoders = {"fp32": ENCODER}
     if options.quantize.scheme == "row" and options.quantize.encoder:
@@ -129,6 +151,7 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         duplicates = duplicated_initializers(staging / name)
         if duplicates:
             raise ExportError(f"{name}: duplicated weights inside one file: {duplicates}")
+        store_weights_beside(staging / name)
     tokenizer_files = convert(checkpoint.directory, staging)
     for name in CARRIED_FILES:
         if (checkpoint.directory / name).is_file():
@@ -138,7 +161,7 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "source": {"model": checkpoint.source, "revision": checkpoint.revision},
-        "config": _config(model, vocab, options.target_lang_token),
+        "config": _config(model_config, generation_config, vocab, options.target_lang_token),
         "graphs": {
             "layout": "encoder+cross-kv, decoder-step-with-kv-cache",
             "opset": OPSET,
@@ -161,7 +184,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     if not options.keep_fp32:
         graphs = manifest["graphs"]
         for role in ("encoder", "decoder") if "int8" in encoders else ("decoder",):
-            (staging / graphs[role].pop("fp32")).unlink()
+            graph = staging / graphs[role].pop("fp32")
+            graph.unlink()
+            graph.with_name(graph.name + EXTERNAL_DATA).unlink()
     _write_manifest(staging, manifest)
     if out.exists():
         shutil.rmtree(out)

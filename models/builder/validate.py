@@ -241,13 +241,15 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     import torch
     from transformers import MarianMTModel, MarianTokenizer
 
-    from models.translator import Translator
+    from models.translator import BatchOptions, Translator
+
+    batches = BatchOptions(max_batch=defaults.VALIDATION_MAX_BATCH)
 
     torch.manual_seed(0)
     model = MarianMTModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
     tokenizer = MarianTokenizer.from_pretrained(model_dir)
     sentences = regression_sentences()
-    fp32 = Translator(bundle_dir, precision="fp32", threads=1, warmup=False)
+    fp32 = Translator(bundle_dir, precision="fp32", threads=1, batching=batches, warmup=False)
     corpus = _corpus_sentences(options.parity_corpus)
     report = {
         "tokenizer": check_tokenizer(
@@ -256,8 +258,10 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     }
     report["tokenizer"]["corpus"] = str(options.parity_corpus) if corpus else None
     report["fp32"], outputs = check_greedy(model, tokenizer, fp32, sentences, options)
-    if "int8" in fp32.manifest.precisions:
-        int8 = Translator(bundle_dir, precision="int8", threads=1, warmup=False)
+    precisions = fp32.manifest.precisions
+    del fp32, model  # the int8 check needs neither: free their memory first
+    if "int8" in precisions:
+        int8 = Translator(bundle_dir, precision="int8", threads=1, batching=batches, warmup=False)
         report["int8"] = check_int8(int8, sentences, outputs, options)
     report["options"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()}
     return report
