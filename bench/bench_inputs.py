@@ -111,9 +111,7 @@ def peak_rss_mb(pid: int) -> float | None:
 
 
 def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str], timeout: float) -> dict:
-    """Run `probe` on `source` in a fresh process; its peak RSS, time and last output line,
-    and its samples: (seconds since start, VmRSS MB of the process, MB of its child processes)
-    every 50 ms."""
+    """Run `probe` on `source` in a fresh process; its peak RSS, time and last output line."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out)],
@@ -142,7 +140,7 @@ def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str]
         "rss": max([peak, *reported]),
         "seconds": seconds,
         "status": child.returncode,
-        "samples": samples,
+        "samples": samples,  # every 50 ms: (seconds, VmRSS MB of the process, MB of its children)
     }
 
 
