@@ -19,7 +19,7 @@ quarter of it). Not a CI test:
 With --no-chaos nothing is killed or paused and there is no `translate` reference (the
 output's line count is checked instead): one long life per worker, to see whether its RSS
 reaches a plateau. --joined makes each sentence two Tatoeba sentences joined into one
-(bench_pool.joined_sentences), for more distinct sentences than Tatoeba's 27,000, none of
+(bench_pool.joined_sentences), for more distinct sentences than Tatoeba's 27,661, none of
 them in the translation memory:
 
     python bench/soak.py --workers 1 --no-chaos --joined --sentences 150000 \
