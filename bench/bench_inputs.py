@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
 
+from bench_pool import process_tree, rss_mb  # noqa: E402
 from distributed_support import RedisServer  # noqa: E402
 from report import publish  # noqa: E402
 
@@ -120,9 +121,11 @@ def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str]
         stderr=subprocess.STDOUT,
         text=True,
     )
-    peak, timed_out = 0.0, False
+    peak, timed_out, samples = 0.0, False, []
     while child.poll() is None:
         peak = max(peak, peak_rss_mb(child.pid) or 0.0)
+        tree = [rss_mb(pid) for pid in process_tree(child.pid)]
+        samples.append((time.perf_counter() - started, tree[0], sum(tree[1:])))
         if time.perf_counter() - started > timeout:
             child.kill()
             timed_out = True
@@ -132,7 +135,13 @@ def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str]
     reported = [int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM ")]
     lines = [line for line in lines if not line.startswith("VmHWM ")] or ["(no output)"]
     result = f"unfinished after {timeout:.0f} s (killed)" if timed_out else lines[-1]
-    return {"result": result, "rss": max([peak, *reported]), "seconds": seconds, "status": child.returncode}
+    return {
+        "result": result,
+        "rss": max([peak, *reported]),
+        "seconds": seconds,
+        "status": child.returncode,
+        "samples": samples,  # every 50 ms: (seconds, VmRSS MB of the process, MB of its children)
+    }
 
 
 def main() -> None:

@@ -22,10 +22,13 @@ Pin it to 2 cores (``taskset -c 0,1``) on a bigger machine, so the candidates ge
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +48,7 @@ CANDIDATES = {
     "solo-1x2": (("--pool=solo", "--concurrency=1"), 2),
     "threads-2x1": (("--pool=threads", "--concurrency=2"), 1),
 }
+_ONE_SENTENCE = re.compile(r"[^.!?;:…\"]+\.")
 DEFAULT_CORPUS = ROOT / "tests" / "data" / "tiny_corpus.tsv"
 
 
@@ -71,6 +75,31 @@ def read_sentences(path: Path, count: int) -> list[str]:
         if len(seen) == count:
             break
     return list(seen)
+
+
+def joined_sentences(base: list[str], seed: int = 0) -> Iterator[str]:
+    """Distinct English sentences without end, each two different sentences of `base` joined
+    into one by ", and " ("It's raining, and we stay home."), in a shuffled order.
+
+    Only sentences of `base` that end in "." and hold no other sentence end (".!?;:…" or a
+    quote) are joined, so a result has no sentence end inside and stays one sentence to
+    the segmenter. The second keeps its capital only for a word that `base` never writes in
+    lower case (names, "I"). A pair joined once is never joined again: the shifts
+    1, 2, ... of the shuffled list give len(pool) new pairs each.
+    """
+    pool = [text for text in base if _ONE_SENTENCE.fullmatch(text)]
+    random.Random(seed).shuffle(pool)
+    lower = {word for text in base for word in text.split() if word[:1].islower()}
+    seen: set[str] = set()
+    for shift in range(1, len(pool)):
+        for i, first in enumerate(pool):
+            second = pool[(i + shift) % len(pool)]
+            if second.split()[0].lower() in lower:
+                second = second[0].lower() + second[1:]
+            joined = f"{first[:-1]}, and {second}"
+            if joined not in seen:
+                seen.add(joined)
+                yield joined
 
 
 def process_tree(pid: int) -> list[int]:
