@@ -6,9 +6,11 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
    worker that finished the job sends to the scheduler, already did; this catches a
    delivery that was lost);
 2. hash every document file of the inbox (found and named in the outbox as
-   `transqueue translate INBOX --out OUTBOX` does); a file whose path and content hash are
-   neither delivered already nor in a run still being translated is submitted, all in one
-   job;
+   `transqueue translate INBOX --out OUTBOX` does), reading it in pieces; a file whose path
+   and content hash are neither delivered already nor in a run still being translated is
+   read again and submitted (`producer.jobs.JobBuilder`, a window at a time), all in one
+   job. A file changed between the two reads is submitted again at the next run, since
+   its hash then differs from the one remembered;
 3. record the run.
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
@@ -24,7 +26,6 @@ A lock lost anyway is noted in the run's message, never raised.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -37,11 +38,12 @@ import redis
 from redis.exceptions import LockError
 
 from producer import defaults
-from producer.documents import DocumentError, ReadOptions
+from producer.documents import DocumentError, ReadOptions, format_of
 from producer.files import contained, plan_files, write_atomic
-from producer.inputs import read_input
-from producer.jobs import check_targets, file_source, iter_documents, parse_source, submit
+from producer.inputs import input_digest
+from producer.jobs import JobBuilder, check_targets, file_source, iter_documents
 from producer.schedule import InboxEntry
+from producer.streaming import is_streamed
 from store.jobstore import CANCELLED, PARTIAL, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
@@ -146,39 +148,45 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     named = {str(task.source.relative_to(inbox)): task for task in tasks}
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
-    parsed, files, invalid, skipped = [], {}, {}, {}
+    job = JobBuilder(store, options)
+    files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
         try:
-            data = read_input(task.source, options.limits)
+            digest = input_digest(task.source, options.limits, whole=not _streamed(task.source, options))
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
             continue
         except DocumentError as exc:  # not a regular file, or over a limit
             skipped[name] = str(exc)
             continue
-        digest = hashlib.sha256(data).hexdigest()
         if seen.get(name) == digest or (name, digest) in pending:
             continue
         try:
-            source = file_source(task, outbox, data)
-            parsed.append((source, parse_source(source, options)))
+            job.add(file_source(task, outbox))
+        except OSError as exc:  # it vanished since it was hashed
+            skipped[name] = exc.strerror or str(exc)
+            continue
         except DocumentError as exc:
             invalid[name] = str(exc)
             store.runs.mark_seen(entry.name, {name: digest})
             continue
         files[name] = digest
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
-    if not parsed:
+    if not files:
+        job.discard()
         return run
-    job_id = submit(
-        store,
-        parsed,
-        options,
-        out=entry.outbox,
-        origin=f"inbox {entry.name}",
-        extra={"inbox": entry.name, "run": run.run_id},
+    job_id = job.submit(
+        out=entry.outbox, origin=f"inbox {entry.name}", extra={"inbox": entry.name, "run": run.run_id}
     )
     return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
+
+
+def _streamed(path: Path, options: ReadOptions) -> bool:
+    """Whether a submit reads `path` a window at a time (then the file limit does not apply)."""
+    try:
+        return is_streamed(format_of(path), options)
+    except DocumentError:
+        return False  # refused when it is added, as any file of an unknown format
 
 
 def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry]) -> None:
@@ -230,8 +238,8 @@ def _deliver(store: JobStore, run: InboxRun, outbox: Path) -> None:
         store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
         return
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
-        assert rendered.text is not None  # the job is finished: every sentence is settled
-        write_atomic(contained(outbox, rendered.target), rendered.text)
+        assert rendered.pieces is not None  # the job is finished: every sentence is settled
+        write_atomic(contained(outbox, rendered.target), rendered.pieces)
     store.runs.mark_seen(run.inbox, run.files)
     message = (
         f"{info.dead} sentences left untranslated (dead letters of job {run.job})"

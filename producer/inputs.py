@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import io
 import os
 import stat
@@ -58,13 +59,31 @@ def read_input(path: Path, limits: Limits = Limits()) -> bytes:
     (naming file:line). OSError for a file that cannot be read, with a message that names a
     symbolic link loop or a dangling link as such.
     """
-    _check_size(path, _stat(path), limits)
     content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
-    for chunk in stream_input(path, limits.line_bytes):
-        if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
-            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+    for chunk in _within_limits(path, limits):
         content.write(chunk)
     return content.getvalue()
+
+
+def input_digest(path: Path, limits: Limits = Limits(), whole: bool = True) -> str:
+    """The sha256 (hex) of the input file ``path``'s decompressed bytes, read in pieces: the
+    bytes and errors of ``read_input`` (``whole``), or else of ``stream_input``, without
+    holding the file."""
+    digest = hashlib.sha256()
+    for chunk in _within_limits(path, limits) if whole else stream_input(path, limits.line_bytes):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _within_limits(path: Path, limits: Limits) -> Iterator[bytes]:
+    """``stream_input``'s pieces, refused as soon as the file is over ``limits.file_bytes``."""
+    _check_size(path, _stat(path), limits)
+    size = 0
+    for chunk in stream_input(path, limits.line_bytes):
+        size += len(chunk)
+        if size > limits.file_bytes:  # grew since checked (or inflated)
+            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+        yield chunk
 
 
 def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 from pathlib import Path
@@ -11,10 +12,11 @@ import pytest
 from producer import inbox
 from producer.files import FileTask, plan_files
 from producer.inbox import deliver_job, run_inbox
+from producer.jobs import JobBuilder
 from producer.schedule import InboxEntry
 from store import defaults
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore
+from store.jobstore import JobStore
 from store.keys import InboxKeys, JobKeys
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
 
@@ -60,13 +62,13 @@ def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
 
 
 def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeypatch):
-    submit = inbox.submit
+    submit = JobBuilder.submit
 
     def submit_after_the_lock_expired(*args, **kwargs):
         store.client.delete("tq:inbox:docs:lock")
         return submit(*args, **kwargs)
 
-    monkeypatch.setattr(inbox, "submit", submit_after_the_lock_expired)
+    monkeypatch.setattr(JobBuilder, "submit", submit_after_the_lock_expired)
     run = run_inbox(store, entry)  # releasing a lock that is not ours anymore must not raise
     assert run.state == SUBMITTED and "the lock expired during the run" in run.message
     assert store.runs.list("docs") == [run]
@@ -92,7 +94,7 @@ def test_a_stored_target_outside_the_outbox_is_refused(store, entry, tmp_path):
     run = run_inbox(store, entry)
     finish(store, run.job)
     (record,) = store.documents(run.job)
-    escaped = DocumentRecord(record.name, record.fmt, record.slots, target="../../escaped.jsonl")
+    escaped = dataclasses.replace(record, target="../../escaped.jsonl")
     store.client.hset(JobKeys(run.job).docs, "0", escaped.to_json())
     deliver_job(store, run.job, {"docs": entry})
     (failed,) = store.runs.list("docs")

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from producer.documents import PARQUET_TRANSLATE_ONLY, ReadOptions
+from producer.documents import PARQUET_TRANSLATE_ONLY, DocumentError, ReadOptions
 from producer.files import FileTask
-from producer.jobs import file_sources
+from producer.jobs import file_source
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
 from tests.test_documents import sentence_text
 from tests.test_streaming import FakeTranslator, translated
@@ -129,14 +129,7 @@ def test_parquet_errors_name_the_file_before_anything_is_translated(tmp_path, na
 
 def test_submit_says_parquet_is_for_translate(tmp_path):
     write_table(tmp_path / "t.parquet", ["Hi there."], ["x"], group=1)
-    errors: list[str] = []
-    assert (
-        file_sources(
-            [FileTask(tmp_path / "t.parquet", tmp_path / "out" / "t.parquet")],
-            tmp_path / "out",
-            OPTIONS,
-            errors,
-        )
-        == []
-    )
-    assert errors == [f"{tmp_path / 't.parquet'}: {PARQUET_TRANSLATE_ONLY}"]
+    source = file_source(FileTask(tmp_path / "t.parquet", tmp_path / "out" / "t.parquet"), tmp_path / "out")
+    with pytest.raises(DocumentError) as raised:
+        source.format()
+    assert str(raised.value) == f"{tmp_path / 't.parquet'}: {PARQUET_TRANSLATE_ONLY}"
