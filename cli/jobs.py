@@ -20,15 +20,17 @@ from cli.common import (
     record_options,
 )
 from producer.documents import DocumentError, ReadOptions
-from producer.files import contained, plan_files, write_atomic
+from producer.files import contained, plan_files
 from producer.inputs import stdin_lines
 from producer.jobs import (
     JobBuilder,
     JobGone,
+    OriginalMissing,
     add_files,
     check_targets,
     iter_documents,
     stdin_sources,
+    write_document,
 )
 from producer.pipeline import stream_units
 from producer.quality import FlagLog
@@ -249,7 +251,17 @@ def wait_command(job_id: str, quiet: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write one JSON line per flagged sentence of the written documents to this file.",
 )
-def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path | None) -> None:
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A Parquet file the job was submitted from (repeatable); default: the path it was submitted "
+    "from, if that file is unchanged.",
+)
+def fetch_command(
+    job_id: str, out: Path | None, follow: bool, report_path: Path | None, sources: tuple[Path, ...]
+) -> None:
     """Write a job's finished documents (all of them with --follow).
 
     Each file is written atomically and only once all its sentences are settled; a
@@ -258,13 +270,15 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
     in dead letters stay in the source language; they are listed and the exit status is 1,
     as it is when documents are left unfinished (the job is still running, or cancelled).
     Nothing is written if any target is one of the job's inputs or would land outside
-    the output directory.
+    the output directory. A Parquet document is written from its original file, which must
+    be unchanged (size and sha256 as at submit): a --source file, or else the file at the
+    path it was submitted from; without one, it is reported and the others are written.
     """
     store = cli_store(watching=True)
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
     out_dir = out or Path(info.out)
-    written, dead = 0, []
+    written, dead, missing = 0, [], []
     try:
         if not stream:
             check_targets(store.documents(job_id), out_dir)
@@ -282,9 +296,16 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
                         sys.stdout.buffer.write(piece.encode("utf-8"))
                     sys.stdout.buffer.flush()
                 else:
-                    write_atomic(contained(out_dir, rendered.target), rendered.pieces)
+                    record = rendered.record
+                    try:
+                        write_document(
+                            rendered, contained(out_dir, record.target), [*sources, Path(record.name)]
+                        )
+                    except OriginalMissing as exc:
+                        missing.append(str(exc))
+                        continue
                 written += 1
-                dead.extend((rendered.name, letter) for letter in rendered.dead)
+                dead.extend((rendered.record.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         raise click.ClickException(str(exc)) from None
     where = "stdout" if stream else str(out_dir)
@@ -292,12 +313,15 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
     summary = f"{written} of {info.documents} {unit} written to {where}"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    if written < info.documents:
+    unfinished = info.documents - written - len(missing)
+    if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
     for name, letter in dead:
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
-    if dead or written < info.documents:
+    for error in missing:
+        click.echo(f"error: {error}; pass that file with --source FILE", err=True)
+    if dead or unfinished or missing:
         sys.exit(1)
 
 

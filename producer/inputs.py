@@ -89,16 +89,37 @@ def _within_limits(path: Path, limits: Limits) -> Iterator[bytes]:
 def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
     """The (decompressed) bytes of the input file ``path`` in pieces of about
     ``READ_CHUNK_BYTES``, however big it is: errors as ``read_input``, without its file limit."""
-    _check_file(path, _stat(path))  # before open(): it would block on a FIFO
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with open(descriptor, "rb", buffering=0) as raw:
-        _check_file(path, os.fstat(descriptor))  # what was opened, had it been swapped
+    with open_regular(path) as raw:
         lines = _LineMeter(str(path), line_bytes)
         with _decompression_errors(path):
             handle = decompressing(raw, compression_of(path))
             while chunk := handle.read(defaults.READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 yield chunk
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, unbuffered, if it is a regular file (symbolic links
+    followed): DocumentError for anything else, checked before it is opened (opening a FIFO
+    would block) and again on what was opened, had it been swapped; OSError as ``read_input``."""
+    _check_file(path, _stat(path))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    handle = open(descriptor, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
+    try:
+        _check_file(path, os.fstat(descriptor))
+    except DocumentError:
+        handle.close()
+        raise
+    return handle
+
+
+def file_digest(handle: BinaryIO) -> tuple[int, str]:
+    """The size and sha256 (hex) of the bytes left in ``handle``, read in pieces."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := handle.read(defaults.READ_CHUNK_BYTES):
+        digest.update(chunk)
+        size += len(chunk)
+    return size, digest.hexdigest()
 
 
 @contextmanager

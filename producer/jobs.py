@@ -14,6 +14,10 @@ that gets a new slot, and a worker finds it in the translation memory in Redis. 
 travel to the workers in chunks of `Settings.chunk_size` (slot, sentence) pairs, never whole
 documents.
 
+A Parquet file is stored as one window per row group, holding only its selected cells
+(`producer.formats.parquet`) and, in its document record, the file's size and sha256: the
+table itself is read again at fetch, from a file that must still have them.
+
 Outputs are rendered with `Document.render`, exactly as `transqueue translate` renders them,
 from the stored segments, window after window: a document is never segmented again after
 submit, nor held whole. A document is rendered only once every one of its sentences is
@@ -25,32 +29,39 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
+from typing import Any, cast
 
 from producer import defaults
 from producer.chunking import Chunker, Pair, character_lengths, source_lengths
-from producer.documents import (
-    PARQUET_TRANSLATE_ONLY,
-    Document,
-    DocumentError,
-    ReadOptions,
-    format_of,
-    parse_text,
-    read_document,
-)
-from producer.files import FileTask, contained
+from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text, read_document
+from producer.files import FileTask, contained, write_atomic
+from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
 from producer.inputs import failure
 from producer.quality import FlagLog
-from producer.stored_layout import dump_document, load_document
+from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 from producer.streaming import StreamedDocument, is_streamed
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
 from store.queues import model_key, model_queue, send_chunks
 
 STDIN = "<stdin>"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window of a document as a job stores it: the sentence of each of its segments, in
+    order, its stored layout (`producer.stored_layout`) and the line of the document it
+    starts on."""
+
+    sentences: list[str]
+    layout: str
+    first_line: int = 1
 
 
 @dataclass(frozen=True)
@@ -70,13 +81,28 @@ class Source:
     first_line: int = 1
 
     def format(self) -> str:
-        """The document's format; DocumentError for a file of an unknown suffix, or Parquet."""
-        return self.fmt or text_format_of(Path(self.name))
+        """The document's format; DocumentError for a file of an unknown suffix."""
+        return self.fmt or format_of(Path(self.name))
 
-    def windows(self, fmt: str, options: ReadOptions) -> Iterator[Document]:
-        """The document, parsed as `transqueue translate` parses it: a window at a time for a
-        record file, else whole. DocumentError (naming file:line) or OSError as soon as the
-        window that holds the problem is read."""
+    @contextmanager
+    def read(
+        self, fmt: str, options: ReadOptions
+    ) -> Iterator[tuple[Iterator[Window], tuple[int, str] | None]]:
+        """The document's windows, parsed as `transqueue translate` parses it (a record file a
+        window at a time, a Parquet file a row group at a time, anything else whole), and for
+        a Parquet file its size and sha256 (None otherwise). DocumentError (naming file:line)
+        or OSError as soon as the window that holds the problem is read."""
+        if fmt == "parquet":
+            document = ParquetDocument(Path(self.name), options)
+            with document.opened() as (table, original):
+                yield (_cells_window(cells) for cells in document.cells(table)), original
+        else:
+            yield (
+                (_text_window(d, d.first_line - self.first_line + 1) for d in self._documents(fmt, options)),
+                None,
+            )
+
+    def _documents(self, fmt: str, options: ReadOptions) -> Iterator[Document]:
         path = Path(self.name)
         if self.text is not None:
             yield parse_text(self.text, fmt, options, path, first_line=self.first_line)
@@ -86,18 +112,17 @@ class Source:
             yield read_document(path, options)
 
 
+def _text_window(document: Document, first_line: int) -> Window:
+    return Window([segment.text for segment in document.segments], dump_document(document), first_line)
+
+
+def _cells_window(cells: Cells) -> Window:
+    return Window([segment.text for segment in cells_document(cells).segments], dump_cells(cells))
+
+
 def file_source(task: FileTask, out: Path) -> Source:
     """The Source of a file task, named by its absolute path, its target relative to `out`."""
     return Source(os.path.abspath(task.source), str(task.target.relative_to(out)))
-
-
-def text_format_of(path: Path) -> str:
-    """The format of ``path`` (``format_of``), which a job must be able to store as text:
-    DocumentError for an unknown suffix, or Parquet."""
-    fmt = format_of(path)
-    if fmt == "parquet":
-        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
-    return fmt
 
 
 def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> Iterator[Source]:
@@ -138,10 +163,10 @@ class JobBuilder:
         total, segments, chunker = self.total, self.segments, self.chunker.state()
         try:
             fmt = source.format()
-            for document in source.windows(fmt, self.options):
-                first_line = document.first_line - source.first_line + 1  # in the document
-                self._add_window(n, windows, document, first_line)
-                windows += 1
+            with source.read(fmt, self.options) as (read, original):
+                for window in read:
+                    self._add_window(n, windows, window)
+                    windows += 1
         except (DocumentError, OSError):
             self.store.drop_document(self.job_id, n, windows, range(chunker.chunks, self.chunker.chunks))
             self.slot_of = {text: slot for text, slot in self.slot_of.items() if slot < total}
@@ -149,13 +174,22 @@ class JobBuilder:
             self.chunker.restore(chunker)
             raise
         options = self.options
+        size, sha256 = original or (0, "")
         record = DocumentRecord(
-            source.name, fmt, windows, options.fields, options.reflow, source.target, options.columns
+            source.name,
+            fmt,
+            windows,
+            options.fields,
+            options.reflow,
+            source.target,
+            options.columns,
+            size,
+            sha256,
         )
         self.store.add_document(self.job_id, n, record)
         self.documents += 1
 
-    def _add_window(self, n: int, w: int, document: Document, first_line: int) -> None:
+    def _add_window(self, n: int, w: int, window: Window) -> None:
         """Give each segment of window `w` of document `n` its slot, and store the window and
         the chunks it completes."""
         excess = max(0, len(self.slot_of) - defaults.TRANSLATION_MEMORY_ENTRIES)
@@ -163,16 +197,16 @@ class JobBuilder:
             del self.slot_of[oldest]
         slots: list[int] = []
         chunks: list[list[Pair]] = []
-        for segment in document.segments:
-            slot = self.slot_of.get(segment.text)
+        for sentence in window.sentences:
+            slot = self.slot_of.get(sentence)
             if slot is None:
-                slot = self.slot_of[segment.text] = self.total
+                slot = self.slot_of[sentence] = self.total
                 self.total += 1
-                chunks += self.chunker.add(slot, segment.text)
+                chunks += self.chunker.add(slot, sentence)
             slots.append(slot)
         self.segments += len(slots)
-        window = WindowRecord(tuple(slots), first_line)
-        self.store.add_window(self.job_id, n, w, window, dump_document(document))
+        record = WindowRecord(tuple(slots), window.first_line)
+        self.store.add_window(self.job_id, n, w, record, window.layout)
         self.store.add_chunks(self.job_id, self.chunker.chunks - len(chunks), chunks)
 
     def submit(self, *, out: str, origin: str, extra: dict[str, str] | None = None) -> str:
@@ -217,17 +251,69 @@ def add_files(job: JobBuilder, tasks: Iterable[FileTask], out: Path, errors: lis
             errors.append(failure(Path(source.name), error))
 
 
+#: A rendered window: a piece of text, or the cells of a Parquet row group.
+Piece = str | list[str | None]
+
+
 @dataclass(frozen=True)
 class Rendered:
-    """One document of a job: its translation, a piece per window as `pieces` is consumed
-    (None while sentences are unsettled), and the dead letters of the windows rendered so
-    far (all of them once `pieces` is exhausted)."""
+    """One document of a job: its record, its translation a window at a time as `pieces` is
+    consumed (None while sentences are unsettled), and the dead letters of the windows
+    rendered so far (all of them once `pieces` is exhausted)."""
 
     n: int
-    name: str
-    target: str
-    pieces: Iterator[str] | None
+    record: DocumentRecord
+    pieces: Iterator[Piece] | None
     dead: list[DeadLetter] = field(default_factory=list)
+
+
+class OriginalMissing(DocumentError):
+    """The file a Parquet document of a job was read from is not where it was looked for,
+    with the size and sha256 recorded at submit."""
+
+
+def write_document(rendered: Rendered, target: Path, originals: Sequence[Path]) -> None:
+    """Write a complete document (`iter_documents`) to `target` atomically: its text, or the
+    table of a Parquet document's original file with its cells translated. The original is
+    the first of `originals` that has the size and sha256 recorded at submit (read through
+    the one handle it is checked with); OriginalMissing naming the document and each file
+    looked at when none has them, and DocumentError if `target` is that file."""
+    record, pieces = rendered.record, rendered.pieces
+    if pieces is None:
+        raise ValueError(f"{record.name} is not complete")
+    if record.fmt != "parquet":
+        write_atomic(target, cast("Iterator[str]", pieces))
+        return
+    with _original(record, originals) as (document, table):
+        if target.resolve() == document.path.resolve():
+            raise DocumentError(f"{target}: refusing to overwrite input {document.path}")
+        document.write_cells(table, target, cast("Iterator[list[str | None]]", pieces))
+
+
+@contextmanager
+def _original(record: DocumentRecord, candidates: Sequence[Path]) -> Iterator[tuple[ParquetDocument, Any]]:
+    """The first of `candidates` that is the original of `record`, opened (see `write_document`)."""
+    looked: list[str] = []
+    for path in candidates:
+        with ExitStack() as stack:
+            document = ParquetDocument(Path(path), ReadOptions(columns=record.columns))
+            try:
+                if os.stat(path).st_size != record.size:
+                    looked.append(f"{path} has {os.stat(path).st_size:,} bytes")
+                    continue
+                table, found = stack.enter_context(document.opened())
+            except (DocumentError, OSError) as error:
+                looked.append(failure(Path(path), error))
+                continue
+            if found == (record.size, record.sha256):
+                yield document, table
+                return
+            looked.append(f"{path} has other content")
+    raise OriginalMissing(
+        f"{record.name}: the Parquet file it was read from ({record.size:,} bytes, sha256 "
+        f"{record.sha256}) is needed to write its translation, and was not found: "
+        + ("; ".join(looked) or "no file to look at")
+    )
 
 
 def check_targets(records: Iterable[DocumentRecord], out: Path) -> None:
@@ -275,10 +361,10 @@ def iter_documents(
             time.sleep(poll_interval)
             unsettled = _first_unsettled(store, job_id, n, record, unsettled)
         if unsettled is not None:
-            yield Rendered(n, record.name, record.target, None)
+            yield Rendered(n, record, None)
             continue
         dead: list[DeadLetter] = []
-        yield Rendered(n, record.name, record.target, _pieces(store, job_id, n, record, flags, dead), dead)
+        yield Rendered(n, record, _pieces(store, job_id, n, record, flags, dead), dead)
 
 
 def _first_unsettled(store: JobStore, job_id: str, n: int, record: DocumentRecord, start: int) -> int | None:
@@ -296,7 +382,7 @@ def _pieces(
     record: DocumentRecord,
     flags: FlagLog | None,
     dead: list[DeadLetter],
-) -> Iterator[str]:
+) -> Iterator[Piece]:
     """Each window of document `n` rendered, its dead letters added to `dead`."""
     name = f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
     for w in range(record.windows):
@@ -306,7 +392,7 @@ def _pieces(
             raise DocumentError(
                 f"{record.name}: sentences of window {w} are no longer settled (job {job_id})"
             )
-        doc = load_document(store.layout(job_id, n, w), record.name)
+        doc, render = _loaded(record, store.layout(job_id, n, w))
         if len(doc.segments) != len(window.slots):
             raise DocumentError(
                 f"{record.name}: {len(doc.segments)} stored segments but "
@@ -321,4 +407,13 @@ def _pieces(
             capped = store.capped(job_id, window.slots)
             skip = [isinstance(state, DeadLetter) for state in states]
             flags.check(name, doc, translations, capped.__getitem__, window.first_line, skip.__getitem__)
-        yield doc.render(translations)
+        yield render(translations)
+
+
+def _loaded(record: DocumentRecord, layout: str) -> tuple[Document, Callable[[list[str]], Piece]]:
+    """A stored window: the document of its segments (to check flags on) and its renderer."""
+    if record.fmt == "parquet":
+        cells = load_cells(layout, record.name)
+        return cells_document(cells), partial(render_cells, cells)
+    document = load_document(layout, record.name)
+    return document, document.render

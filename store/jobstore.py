@@ -51,7 +51,8 @@ class CorruptRecord(ValueError):
 class DocumentRecord:
     """One document of a job: its name and format, how it was read, how many windows it is
     stored as (each with its own slots and layout, `WindowRecord`), and where its translation
-    goes (relative to the job's output directory)."""
+    goes (relative to the job's output directory). A Parquet document's table is not stored,
+    only its cells: ``size`` and ``sha256`` are those of its file, to find it again at fetch."""
 
     name: str
     fmt: str
@@ -60,6 +61,8 @@ class DocumentRecord:
     reflow: bool = False
     target: str = ""
     columns: tuple[str, ...] = ()
+    size: int = 0
+    sha256: str = ""
 
     def to_json(self) -> str:
         """Serialize for the job's docs hash."""
@@ -77,6 +80,8 @@ class DocumentRecord:
             reflow=data["reflow"],
             target=data["target"],
             columns=tuple(data["columns"]),
+            size=int(data["size"]),
+            sha256=str(data["sha256"]),
         )
 
 

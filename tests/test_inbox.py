@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from producer import inbox
@@ -142,9 +145,34 @@ def test_compressed_tables_are_delivered_compressed_with_their_columns_translate
     entry = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("body",))
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["rows.csv.gz"]
-    assert "a Parquet file is translated by `transqueue translate` only" in run.invalid["t.parquet"]
+    assert "t.parquet: not a readable Parquet file" in run.invalid["t.parquet"]
     assert [record.columns for record in store.documents(run.job)] == [("body",)]
     finish(store, run.job)
     deliver_job(store, run.job, {"tables": entry})
     delivered = gzip.decompress((tmp_path / "outbox" / "rows.csv.gz").read_bytes()).decode()
     assert delivered == 'id,body,note\r\n1,"译0",keep\r\n2,,"also, kept"\r\n'
+
+
+def test_a_parquet_file_is_delivered_from_the_inbox_only_while_unchanged(store, tmp_path):
+    inbox_dir, outbox = tmp_path / "tables", tmp_path / "outbox"
+    inbox_dir.mkdir()
+    pq.write_table(pa.table({"body": ["Hello there.", None], "n": [1, 2]}), inbox_dir / "t.parquet")
+    entry = InboxEntry("pq", str(inbox_dir), str(outbox), 60, columns=("body",))
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["t.parquet"]
+    finish(store, run.job)
+    pq.write_table(pa.table({"body": ["Changed."], "n": [3]}), inbox_dir / "t.parquet")
+    deliver_job(store, run.job, {"pq": entry})
+    delivered = store.runs.get("pq", run.run_id)
+    assert delivered.state == DELIVERED and not outbox.exists()
+    assert f"{inbox_dir / 't.parquet'}: the Parquet file it was read from" in delivered.message
+    assert re.search(
+        r"t\.parquet has [\d,]+ bytes \(not delivered; submitted again at the next run\)$", delivered.message
+    )
+    again = run_inbox(store, entry)
+    assert again.state == SUBMITTED and list(again.files) == ["t.parquet"]
+    finish(store, again.job)
+    deliver_job(store, again.job, {"pq": entry})
+    table = pq.read_table(outbox / "t.parquet")
+    assert table.column("body").to_pylist() == ["译0"] and table.column("n").to_pylist() == [3]
+    assert run_inbox(store, entry).state == NOTHING_NEW

@@ -124,25 +124,26 @@ def test_a_file_failing_part_way_is_removed_and_the_job_goes_on(store, tmp_path,
     assert sent_sentences(store, job) == ["First 0.", "First 1.", "First 2.", "Third."]
 
 
+def sentences_of(source: Source, options: ReadOptions) -> list[str]:
+    with source.read(source.format(), options) as (windows, original):
+        assert original is None  # only a Parquet file has one
+        return [sentence for window in windows for sentence in window.sentences]
+
+
 def test_stdin_units_become_documents_read_as_translate_reads_them():
     data = b'{"t": "One. Two."}\r\n\n{"t": "Three."}\n{"u": 1}'
     options = ReadOptions(fields=("t",))
     sources = list(stdin_sources(stream_units(iter(data.splitlines(keepends=True))), options.fields))
     assert [s.text for s in sources] == ['{"t": "One. Two."}\r\n', "\n", '{"t": "Three."}\n', '{"u": 1}']
     assert [(s.name, s.format(), s.first_line) for s in sources][2] == ("<stdin>", "jsonl", 3)
-    assert [[seg.text for d in s.windows(s.format(), options) for seg in d.segments] for s in sources] == [
-        ["One.", "Two."],
-        [],
-        ["Three."],
-        [],
-    ]
+    assert [sentences_of(s, options) for s in sources] == [["One.", "Two."], [], ["Three."], []]
     assert next(stdin_sources([(1, "Hi.\n")], ())).format() == "txt"
 
 
 def test_stdin_errors_name_line_and_column():
     bad = list(stdin_sources([(1, '{"t": "a"}\n'), (2, '{"t": \n')], ("t",)))[1]
     with pytest.raises(DocumentError, match=r"<stdin>:2:\d+: invalid JSON"):
-        list(bad.windows("jsonl", ReadOptions(fields=("t",))))
+        sentences_of(bad, ReadOptions(fields=("t",)))
 
 
 def test_files_keep_targets_and_refuse_collisions(store, tmp_path):
