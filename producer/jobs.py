@@ -146,6 +146,7 @@ class JobBuilder:
         self.store = store
         self.options = options
         self.job_id = new_job_id()
+        self.writer = store.writer(self.job_id)
         own = model_key(store.settings)
         self.model = model or own
         lengths = source_lengths(store.settings) if self.model == own else character_lengths
@@ -168,7 +169,7 @@ class JobBuilder:
                     self._add_window(n, windows, window)
                     windows += 1
         except (DocumentError, OSError):
-            self.store.drop_document(self.job_id, n, windows, range(chunker.chunks, self.chunker.chunks))
+            self.writer.drop_document(n, windows, range(chunker.chunks, self.chunker.chunks))
             self.slot_of = {text: slot for text, slot in self.slot_of.items() if slot < total}
             self.total, self.segments = total, segments
             self.chunker.restore(chunker)
@@ -186,7 +187,7 @@ class JobBuilder:
             size,
             sha256,
         )
-        self.store.add_document(self.job_id, n, record)
+        self.writer.document(n, record)
         self.documents += 1
 
     def _add_window(self, n: int, w: int, window: Window) -> None:
@@ -206,14 +207,15 @@ class JobBuilder:
             slots.append(slot)
         self.segments += len(slots)
         record = WindowRecord(tuple(slots), window.first_line)
-        self.store.add_window(self.job_id, n, w, record, window.layout)
-        self.store.add_chunks(self.job_id, self.chunker.chunks - len(chunks), chunks)
+        self.writer.window(n, w, record, window.layout)
+        self.writer.chunks(self.chunker.chunks - len(chunks), chunks)
 
     def submit(self, *, out: str, origin: str, extra: dict[str, str] | None = None) -> str:
         """Store the job's last chunks and counters, then queue its chunks on its model's
         queue, read back from Redis a batch at a time; returns the job's id."""
         chunks = self.chunker.finish()
-        self.store.add_chunks(self.job_id, self.chunker.chunks - len(chunks), chunks)
+        self.writer.chunks(self.chunker.chunks - len(chunks), chunks)
+        self.writer.flush()
         queue = model_queue(self.store.settings, self.model)
         count = self.chunker.chunks
         self.store.create(
@@ -298,8 +300,9 @@ def _original(record: DocumentRecord, candidates: Sequence[Path]) -> Iterator[tu
         with ExitStack() as stack:
             document = ParquetDocument(Path(path), ReadOptions(columns=record.columns))
             try:
-                if os.stat(path).st_size != record.size:
-                    looked.append(f"{path} has {os.stat(path).st_size:,} bytes")
+                size = os.stat(path).st_size
+                if size != record.size:  # cheaper than its sha256
+                    looked.append(f"{path} has {size:,} bytes")
                     continue
                 table, found = stack.enter_context(document.opened())
             except (DocumentError, OSError) as error:

@@ -219,7 +219,7 @@ class JobInfo:
 @dataclass(frozen=True)
 class NewJob:
     """What `JobStore.create` stores once a job's documents, windows and chunks are written
-    (`JobStore.add_document`, `add_window`, `add_chunks`)."""
+    (`JobWriter`)."""
 
     job_id: str
     documents: int
@@ -232,6 +232,57 @@ class NewJob:
     #: The key of the model the job asks for, and the queue its chunks travel on.
     model: str = ""
     queue: str = ""
+
+
+class JobWriter:
+    """Stores the documents, windows and chunks of a job being submitted (before
+    `JobStore.create`), sent to Redis in batches of about `defaults.WRITE_BATCH_BYTES`, in
+    order, and at `flush`. Each batch renews the expiry of the keys it writes, so a submit
+    that dies half way leaves nothing behind for longer than a job would stay."""
+
+    def __init__(self, client: redis.Redis, keys: JobKeys, ttl: int) -> None:
+        self.client, self.keys, self.ttl = client, keys, ttl
+        self.pipe = client.pipeline(transaction=False)
+        self.pending = 0  # bytes of the values waiting in the pipeline
+
+    def document(self, n: int, record: DocumentRecord) -> None:
+        """Store document `n`."""
+        self._hset(self.keys.docs, str(n), record.to_json())
+
+    def window(self, n: int, w: int, window: WindowRecord, layout: str) -> None:
+        """Store window `w` of document `n`: its slots and its layout (`producer.stored_layout`)."""
+        self._hset(self.keys.windows, f"{n}:{w}", window.to_json())
+        self._hset(self.keys.layouts, f"{n}:{w}", layout)
+
+    def chunks(self, first: int, chunks: Sequence[Sequence[tuple[int, str]]]) -> None:
+        """Store chunks `first`, `first + 1`, ... as they will be sent (and sent again should
+        Redis lose them)."""
+        for i, items in enumerate(chunks):
+            self._hset(self.keys.chunks, str(first + i), json.dumps(items, ensure_ascii=False))
+
+    def drop_document(self, n: int, windows: int, chunks: range) -> None:
+        """Remove what was stored of document `n` (its first `windows` windows) and the
+        `chunks` stored since it began: a document that failed part way through submit."""
+        fields = [f"{n}:{w}" for w in range(windows)]
+        self.pipe.hdel(self.keys.docs, str(n))
+        if fields:
+            self.pipe.hdel(self.keys.windows, *fields)
+            self.pipe.hdel(self.keys.layouts, *fields)
+        if chunks:
+            self.pipe.hdel(self.keys.chunks, *map(str, chunks))
+
+    def flush(self) -> None:
+        """Send what waits in the pipeline."""
+        for key in (self.keys.docs, self.keys.windows, self.keys.layouts, self.keys.chunks):
+            self.pipe.expire(key, self.ttl)
+        self.pipe.execute()
+        self.pending = 0
+
+    def _hset(self, key: str, field: str, value: str) -> None:
+        self.pipe.hset(key, field, value)
+        self.pending += len(value)
+        if self.pending >= defaults.WRITE_BATCH_BYTES:
+            self.flush()
 
 
 @dataclass(frozen=True)
@@ -272,60 +323,18 @@ class JobStore:
 
     # -- producer side ----------------------------------------------------------------------
 
-    def add_document(self, job_id: str, n: int, record: DocumentRecord) -> None:
-        """Store document `n` of a job being submitted (see `create`)."""
-        self._write(job_id, lambda pipe, keys: pipe.hset(keys.docs, str(n), record.to_json()))
-
-    def add_window(self, job_id: str, n: int, w: int, window: WindowRecord, layout: str) -> None:
-        """Store window `w` of document `n` of a job being submitted: its slots and its
-        stored layout (`producer.stored_layout`)."""
-
-        def write(pipe: redis.client.Pipeline, keys: JobKeys) -> None:
-            pipe.hset(keys.windows, f"{n}:{w}", window.to_json())
-            pipe.hset(keys.layouts, f"{n}:{w}", layout)
-
-        self._write(job_id, write)
-
-    def add_chunks(self, job_id: str, first: int, chunks: Sequence[Sequence[tuple[int, str]]]) -> None:
-        """Store chunks `first`, `first + 1`, ... of a job being submitted, as they will be
-        sent (and sent again should Redis lose them)."""
-        if chunks:
-            mapping = {
-                str(first + i): json.dumps(items, ensure_ascii=False) for i, items in enumerate(chunks)
-            }
-            self._write(job_id, lambda pipe, keys: pipe.hset(keys.chunks, mapping=mapping))
-
-    def drop_document(self, job_id: str, n: int, windows: int, chunks: range) -> None:
-        """Remove what was stored of document `n` (its first `windows` windows) and the
-        `chunks` stored since it began: a document that failed part way through submit."""
-        keys = JobKeys(job_id)
-        fields = [f"{n}:{w}" for w in range(windows)]
-        pipe = self.client.pipeline()
-        pipe.hdel(keys.docs, str(n))
-        if fields:
-            pipe.hdel(keys.windows, *fields)
-            pipe.hdel(keys.layouts, *fields)
-        if chunks:
-            pipe.hdel(keys.chunks, *map(str, chunks))
-        pipe.execute()
+    def writer(self, job_id: str) -> JobWriter:
+        """A writer of the documents, windows and chunks of a job being submitted."""
+        return JobWriter(self.client, JobKeys(job_id), self.settings.result_ttl)
 
     def discard(self, job_id: str) -> None:
         """Remove everything stored of a job that is not submitted after all."""
         self.client.delete(*JobKeys(job_id).all())
 
-    def _write(self, job_id: str, write: Callable[[redis.client.Pipeline, JobKeys], object]) -> None:
-        """Run `write` in a pipeline, and give the job's keys their expiry: a submit that
-        dies half way leaves nothing behind for longer than a job would stay."""
-        keys = JobKeys(job_id)
-        pipe = self.client.pipeline()
-        write(pipe, keys)
-        for key in (keys.docs, keys.windows, keys.layouts, keys.chunks):
-            pipe.expire(key, self.settings.result_ttl)
-        pipe.execute()
-
     def create(self, job: NewJob) -> None:
-        """Store a new job's counters, once its documents, windows and chunks are stored, and
-        before any of its chunks is sent: workers and clients see the job from now on."""
+        """Store a new job's counters, once its documents, windows and chunks are stored
+        (`writer`, flushed), and before any of its chunks is sent: workers and clients see the
+        job from now on."""
         keys = JobKeys(job.job_id)
         now = time.time()
         meta = {

@@ -54,8 +54,10 @@ def test_fetch_refuses_to_overwrite_the_inputs(redis_server, tmp_path, monkeypat
 
 def finished_job(store: JobStore, target: str) -> str:
     """A finished one-document job whose stored target is `target`."""
-    store.add_document("tampered", 0, DocumentRecord("/in/a.txt", "txt", target=target))
-    store.add_window("tampered", 0, 0, WindowRecord(()), '{"segments": [], "parts": []}')
+    writer = store.writer("tampered")
+    writer.document(0, DocumentRecord("/in/a.txt", "txt", target=target))
+    writer.window(0, 0, WindowRecord(()), '{"segments": [], "parts": []}')
+    writer.flush()
     store.create(
         NewJob(
             job_id="tampered",

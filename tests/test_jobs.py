@@ -78,6 +78,7 @@ def test_a_big_document_is_stored_window_by_window_with_job_wide_slots(store, tm
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     job, errors = JobBuilder(store, ReadOptions()), []
     add_files(job, plan_files([path], tmp_path / "out"), tmp_path / "out", errors)
+    job.writer.flush()  # what submit does first
     assert not errors
     record = store.document(job.job_id, 0)
     windows = windows_of(store, job.job_id, 0)
@@ -99,6 +100,7 @@ def test_only_the_most_recent_sentences_share_slots(store, monkeypatch):
     job = JobBuilder(store, ReadOptions())
     for n, text in enumerate(["A one.\nB two.\nC three.\n", "C three.\nA one.\n"]):
         job.add(text_source(f"{n}.txt", text))
+    job.writer.flush()
     # Before the second document the job forgot "A one." (its oldest sentence), not "C three.".
     assert [windows_of(store, job.job_id, n)[0].slots for n in range(2)] == [(0, 1, 2), (2, 3)]
 
@@ -113,6 +115,7 @@ def test_a_file_failing_part_way_is_removed_and_the_job_goes_on(store, tmp_path,
     out, errors = tmp_path / "out", []
     job = JobBuilder(store, ReadOptions(fields=("t",)))
     add_files(job, plan_files([inputs], out), out, errors)
+    job.writer.flush()
     assert errors == [f"{inputs / 'b.jsonl'}:7:7: field 't' holds int, not a string"]
     assert [record.name for record in store.documents(job.job_id)] == [
         str(inputs / "a.jsonl"),
@@ -153,6 +156,7 @@ def test_files_keep_targets_and_refuse_collisions(store, tmp_path):
     out, errors = tmp_path / "out", []
     job = JobBuilder(store, ReadOptions())
     add_files(job, plan_files([tmp_path / "a/x.txt", tmp_path / "c"], out), out, errors)
+    job.writer.flush()
     records = store.documents(job.job_id)
     assert [(r.fmt, r.target) for r in records] == [("txt", "x.zh.txt"), ("md", "y.md")] and not errors
     assert [load_document(store.layout(job.job_id, n, 0), "x").segments[0].text for n in range(2)] == [
@@ -174,6 +178,7 @@ def test_each_bad_file_is_reported_and_the_others_kept(store, tmp_path, monkeypa
     out, errors = tmp_path / "out", []
     job = JobBuilder(store, ReadOptions(fields=("text",), limits=Limits(line_bytes=32)))
     add_files(job, plan_files([Path("in")], out), out, errors)
+    job.writer.flush()
     assert [(r.name, r.target) for r in store.documents(job.job_id)] == [
         (str(inputs / "good.txt"), "good.txt")
     ]

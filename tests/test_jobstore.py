@@ -38,8 +38,10 @@ def store(redis_server):
 
 
 def make_job(store: JobStore, job_id: str = "job1", total: int = 3) -> str:
-    store.add_document(job_id, 0, DocumentRecord("a.txt", "txt"))
-    store.add_window(job_id, 0, 0, WindowRecord(tuple(range(total)), 7), "stored layout")
+    writer = store.writer(job_id)
+    writer.document(0, DocumentRecord("a.txt", "txt"))
+    writer.window(0, 0, WindowRecord(tuple(range(total)), 7), "stored layout")
+    writer.flush()
     store.create(
         NewJob(
             job_id=job_id,
@@ -82,19 +84,23 @@ def test_create_stores_the_job_with_ttls(store):
 
 def test_a_document_dropped_part_way_and_a_discarded_job_leave_nothing(store, monkeypatch):
     monkeypatch.setattr(defaults, "CHUNKS_READ_AT_ONCE", 2)
-    keys = JobKeys("j")
-    store.add_window("j", 0, 0, WindowRecord((0,)), "w0")
-    store.add_chunks("j", 0, [[(0, "A.")]])
-    store.add_document("j", 0, DocumentRecord("a.txt", "txt"))
-    store.add_window("j", 1, 0, WindowRecord((1, 2)), "w1")
-    store.add_window("j", 1, 1, WindowRecord((3,)), "w2")
-    store.add_chunks("j", 1, [[(1, "B."), (2, "C.")], [(3, "D.")]])
+    monkeypatch.setattr(defaults, "WRITE_BATCH_BYTES", 8)
+    keys, writer = JobKeys("j"), store.writer("j")
+    writer.window(0, 0, WindowRecord((0,)), "w0")
+    writer.chunks(0, [[(0, "A.")]])
+    writer.document(0, DocumentRecord("a.txt", "txt"))
+    writer.window(1, 0, WindowRecord((1, 2)), "w1")
+    assert store.client.hkeys(keys.windows) == ["0:0", "1:0"]  # sent once 8 bytes wait
+    writer.window(1, 1, WindowRecord((3,)), "w2")
+    writer.chunks(1, [[(1, "B."), (2, "C.")], [(3, "D.")]])
+    writer.drop_document(1, 2, range(1, 3))  # document 1 failed in its third window
+    writer.flush()
     for key in (keys.docs, keys.windows, keys.layouts, keys.chunks):  # even if submit dies now
         assert 0 < store.client.ttl(key) <= 500
-    store.drop_document("j", 1, 2, range(1, 3))  # document 1 failed in its third window
     assert store.client.hkeys(keys.windows) == store.client.hkeys(keys.layouts) == ["0:0"]
     assert list(store.chunks("j", 3)) == [(0, [[0, "A."]])]
-    store.add_chunks("j", 1, [[(1, "E.")], [(2, "F.")], [(3, "G.")]])
+    writer.chunks(1, [[(1, "E.")], [(2, "F.")], [(3, "G.")]])
+    writer.flush()
     assert [n for n, _ in store.chunks("j", 4)] == [0, 1, 2, 3]  # read two at a time, in order
     store.discard("j")
     assert not any(store.client.exists(key) for key in keys.all())

@@ -95,7 +95,9 @@ def test_the_sweeper_forgets_runs_of_gone_jobs(store):
 
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     store.client.delete(JobKeys("j").meta)
-    store.add_chunks("s", 0, [[(0, "One.")], [(1, "Two.")]])
+    writer = store.writer("s")
+    writer.chunks(0, [[(0, "One.")], [(1, "Two.")]])
+    writer.flush()
     store.create(
         NewJob(
             job_id="s",

@@ -156,6 +156,7 @@ def test_a_job_stores_the_cells_and_writes_the_table_translate_writes(store, tmp
     )
     job = JobBuilder(store, OPTIONS)
     job.add(Source(str(source), "t.zh.parquet"))
+    job.writer.flush()
     record = store.document(job.job_id, 0)
     data = source.read_bytes()
     assert (record.fmt, record.windows, record.columns) == ("parquet", 2, OPTIONS.columns)
