@@ -48,7 +48,7 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 #: byte is read (a compressed one as soon as its decompressed bytes pass it). It does not apply
 #: to the record files that `translate`, `submit` and the inbox stream (flat memory, whatever
 #: the size: `translate` peaks at 65 MB for 10 MB of ordinary text and 74 MB for 20 MB,
-#: `submit` at 120 MB for 10 MB; bench/inputs_results.md). Other documents (``.md``,
+#: `submit` at 116 MB for 10 MB and 127 MB for 50 MB; bench/inputs_results.md). Other documents (``.md``,
 #: ``--reflow`` ``.txt``) are read and parsed whole, at about 8 bytes of memory per byte of
 #: text, and a submitted one is stored as one Redis value (its layout, about 2.5 times its
 #: text; 512 MB at most by default).

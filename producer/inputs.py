@@ -1,10 +1,13 @@
 """Reading inputs: the one way every path reads an input file, and stdin's line limit.
 
-`read_input` is used by `transqueue translate` (``producer.documents.read_document``),
-`transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
+`read_input` (a whole document) and `stream_input` (a record file, in pieces) are used by
+`transqueue translate` (``producer.documents.read_document``, ``producer.streaming``),
+`transqueue submit` (``producer.jobs``) and the scheduled inbox scan, which hashes files with
+`input_digest` (a Parquet file with `file_digest`, opened with `open_regular`). They read
 only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
 device is refused by name without being opened for reading (a FIFO would block ``open()``,
-``/dev/zero`` never ends), and so is a file over ``Limits.file_bytes`` (decompressed bytes).
+``/dev/zero`` never ends), and `read_input` refuses a file over ``Limits.file_bytes``
+(decompressed bytes).
 Lines are measured as the bytes arrive, and reading stops at the first one over
 ``Limits.line_bytes``, so a file made of one endless line costs about one line of memory and
 time before it fails. Symbolic link loops and dangling links are OSErrors that say so. Each
