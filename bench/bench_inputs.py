@@ -135,12 +135,14 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def measure(probe: str, source: str, out: Path, code: Path, env: dict[str, str], timeout: float) -> dict:
+def measure(
+    probe: str, source: str | Path, out: Path, code: Path, env: dict[str, str], timeout: float
+) -> dict:
     """Run `probe` on `source` (a file, or a job) in a fresh process; its peak RSS, time and
     last output line."""
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-c", REPORT_PEAK + probe, source, str(out)],
+        [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out)],
         cwd=code,
         env={**env, "PYTHONPATH": str(code)},
         stdout=subprocess.PIPE,
