@@ -1,6 +1,7 @@
-"""Peak memory and time of `transqueue translate` and `transqueue submit` on big inputs.
+"""Peak memory and time of `transqueue translate`, `submit` and `fetch` on big inputs.
 
-    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line] [--code DIR --label NAME]
+    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line]
+                                 [--commands translate,submit,fetch] [--code DIR --label NAME]
                                  [--timeout 1800] [--record bench/inputs_results.md]
 
 Inputs, --size-mb each, written once under --work:
@@ -17,6 +18,9 @@ checkout), whose peak RSS (VmHWM of /proc/PID/status) and wall time are reported
 - submit: the real command, cli.main(["submit", FILE, "--out", DIR]), against a redis-server
   started here on a queue nobody consumes: reading, parsing, planning, storing the job in
   Redis and queueing its chunks.
+- fetch (after submit): every slot of the submitted job is first settled with the stand-in's
+  text, written straight into the job's results (a process of its own, not measured); then
+  the real command, cli.main(["fetch", JOB, "--out", DIR]), renders and writes the document.
 The pysbd helper process that segmentation talks to is a process of its own and is not
 counted. A process still running after --timeout seconds is killed and reported with the
 peak it had reached.
@@ -79,6 +83,28 @@ main(["submit", sys.argv[1], "--out", sys.argv[2]], prog_name="transqueue")
 """
 
 
+FETCH = """
+import sys
+from cli import main
+main(["fetch", sys.argv[1], "--out", sys.argv[2]], prog_name="transqueue")
+"""
+
+# Settles every slot of job argv[1] as if workers had translated it, like the stand-in.
+SETTLE = """
+import sys, time
+from store.config import env_settings
+from store.jobstore import JobStore
+from store.keys import JobKeys
+store, job = JobStore.from_settings(env_settings()), sys.argv[1]
+info, keys = store.info(job), JobKeys(job)
+for _, items in store.chunks(job, info.chunks):
+    store.client.hset(keys.results, mapping={slot: "译" * (len(text) // 3 + 1) for slot, text in items})
+store.client.hset(keys.meta, mapping={"done": info.total, "state": "done", "finished_at": time.time()})
+"""
+
+PROBES = {"translate": TRANSLATE, "submit": SUBMIT, "fetch": FETCH}
+
+
 def sentence(rng: random.Random) -> str:
     """One generated English sentence."""
     words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 18)))
@@ -110,8 +136,11 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def measure(probe: str, source: Path, out: Path, code: Path, env: dict[str, str], timeout: float) -> dict:
-    """Run `probe` on `source` in a fresh process; its peak RSS, time and last output line."""
+def measure(
+    probe: str, source: str | Path, out: Path, code: Path, env: dict[str, str], timeout: float
+) -> dict:
+    """Run `probe` on `source` (a file, or a job) in a fresh process; its peak RSS, time and
+    last output line."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out)],
@@ -149,6 +178,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=50)
     parser.add_argument("--inputs", default="ordinary,one-line")
+    parser.add_argument(
+        "--commands", default="translate,submit", help="translate, submit, fetch (after submit), in order"
+    )
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench-inputs")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code is measured")
     parser.add_argument("--label", default="this checkout", help="what --code is, for the record")
@@ -165,9 +197,20 @@ def main() -> None:
             source = args.work / f"{name}-{args.size_mb}mb.txt"
             if not source.exists():
                 write_input(source, args.size_mb * 1_000_000, one_line=name == "one-line")
-            for command, probe in (("translate", TRANSLATE), ("submit", SUBMIT)):
+            job = ""
+            for command in args.commands.split(","):
+                given = str(source)
+                if command == "fetch":
+                    subprocess.run(
+                        [sys.executable, "-c", SETTLE, job],
+                        cwd=args.code,
+                        env={**env, "PYTHONPATH": str(args.code)},
+                        check=True,
+                    )
+                    given = job
                 with tempfile.TemporaryDirectory(prefix="bench-inputs-out-") as out:
-                    run = measure(probe, source, Path(out), args.code, env, args.timeout)
+                    run = measure(PROBES[command], given, Path(out), args.code, env, args.timeout)
+                job = run["result"] if command == "submit" else job
                 rows.append(
                     f"| {source.name} | {command} | {run['result']} (exit {run['status']}) "
                     f"| {run['rss']:.0f} | {run['seconds']:.1f} |"

@@ -39,7 +39,7 @@ from distributed_support import RedisServer, Worker, wait_for  # noqa: E402
 from report import publish  # noqa: E402
 
 from producer.documents import ReadOptions  # noqa: E402
-from producer.jobs import Source, parse_source, submit  # noqa: E402
+from producer.jobs import JobBuilder, Source  # noqa: E402
 from store.config import Settings  # noqa: E402
 from store.jobstore import JobStore  # noqa: E402
 
@@ -129,11 +129,10 @@ def rss_mb(pid: int) -> float:
 
 def run_job(store: JobStore, sentences: list[str]) -> float:
     """Submit `sentences` as one job and return the seconds until it is finished."""
-    source = Source("bench.txt", "txt", "\n".join(sentences))
     started = time.perf_counter()
-    job_id = submit(
-        store, [(source, parse_source(source, ReadOptions()))], ReadOptions(), out="", origin="bench"
-    )
+    job = JobBuilder(store, ReadOptions())
+    job.add(Source("bench.txt", text="\n".join(sentences), fmt="txt"))
+    job_id = job.submit(out="", origin="bench")
     wait_for(lambda: store.info(job_id).finished, "the job", timeout=3600, interval=0.05)
     return time.perf_counter() - started
 

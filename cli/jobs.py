@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
 import click
@@ -20,16 +20,17 @@ from cli.common import (
     record_options,
 )
 from producer.documents import DocumentError, ReadOptions
-from producer.files import contained, plan_files, write_atomic
+from producer.files import contained, plan_files
 from producer.inputs import stdin_lines
 from producer.jobs import (
+    JobBuilder,
     JobGone,
+    OriginalMissing,
+    add_files,
     check_targets,
-    file_sources,
     iter_documents,
-    parse_source,
     stdin_sources,
-    submit,
+    write_document,
 )
 from producer.pipeline import stream_units
 from producer.quality import FlagLog
@@ -86,41 +87,51 @@ def submit_command(
     with --strict, nothing is submitted then.
     """
     options = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
+    if "-" in paths:
+        if len(paths) > 1 or out is not None:
+            raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
+        if columns:
+            raise click.UsageError("--column reads .csv/.tsv files, not stdin")
+    elif out is None:
+        raise click.UsageError("--out DIR is required when submitting files")
+    else:
+        out = out.resolve()
+    store = cli_store()
+    job = JobBuilder(store, options, model_key_of(model, store.settings))
     errors: list[str] = []
     try:
         if "-" in paths:
-            if len(paths) > 1 or out is not None:
-                raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
-            if columns:
-                raise click.UsageError("--column reads .csv/.tsv files, not stdin")
             limit = options.limits.line_bytes
             units = stream_units(stdin_lines(sys.stdin.buffer, limit), reflow, limit)
-            parsed = [(s, parse_source(s, options)) for s in stdin_sources(units, fields)]
+            for source in stdin_sources(units, fields):
+                job.add(source)
             origin, out_dir = STDIN_ORIGIN, ""
         else:
-            if out is None:
-                raise click.UsageError("--out DIR is required when submitting files")
-            out = out.resolve()
             out.mkdir(parents=True, exist_ok=True)
-            parsed = file_sources(plan_files([Path(p) for p in paths], out), out, options, errors)
+            add_files(job, plan_files([Path(p) for p in paths], out), out, errors)
             origin, out_dir = "files", str(out)
     except OSError as exc:
+        job.discard()
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     except DocumentError as exc:
+        job.discard()
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        job.discard()  # what was stored so far would otherwise wait for its expiry
+        raise
     for error in errors:
         click.echo(f"error: {error}", err=True)
-    if errors and (strict or not parsed):
+    if errors and (strict or not job.documents):
+        job.discard()
         raise click.ClickException(
-            f"nothing submitted: {len(errors)} of {len(errors) + len(parsed)} files failed"
+            f"nothing submitted: {len(errors)} of {len(errors) + job.documents} files failed"
             + (" (--strict)" if strict else "")
         )
-    store = cli_store()
-    key = model_key_of(model, store.settings)
-    click.echo(submit(store, parsed, options, out=out_dir, origin=origin, model=key))
+    click.echo(job.submit(out=out_dir, origin=origin))
     if errors:
         click.echo(
-            f"submitted {len(parsed)} of {len(errors) + len(parsed)} files; {len(errors)} failed", err=True
+            f"submitted {job.documents} of {len(errors) + job.documents} files; {len(errors)} failed",
+            err=True,
         )
         sys.exit(1)
 
@@ -170,10 +181,12 @@ def status_command(job_id: str) -> None:
 
 def _flags_line(store: JobStore, job_id: str, documents: int) -> str:
     """The quality flags of the job's finished documents, as `fetch --report` counts them."""
-    flags = FlagLog()
+    flags, finished = FlagLog(), 0
     try:
-        rendered = iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags)
-        finished = sum(document.text is not None for document in rendered)
+        for document in iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags):
+            if document.pieces is not None:
+                deque(document.pieces, maxlen=0)  # render it, a window at a time, for its flags
+                finished += 1
     except (JobGone, DocumentError) as exc:
         return f"flags        unknown: {exc}"
     return f"flags        {flags.summary() or 'none'} (in {finished} of {documents} finished documents)"
@@ -238,7 +251,17 @@ def wait_command(job_id: str, quiet: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write one JSON line per flagged sentence of the written documents to this file.",
 )
-def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path | None) -> None:
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A Parquet file the job was submitted from (repeatable); default: the path it was submitted "
+    "from, if that file is unchanged.",
+)
+def fetch_command(
+    job_id: str, out: Path | None, follow: bool, report_path: Path | None, sources: tuple[Path, ...]
+) -> None:
     """Write a job's finished documents (all of them with --follow).
 
     Each file is written atomically and only once all its sentences are settled; a
@@ -247,13 +270,15 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
     in dead letters stay in the source language; they are listed and the exit status is 1,
     as it is when documents are left unfinished (the job is still running, or cancelled).
     Nothing is written if any target is one of the job's inputs or would land outside
-    the output directory.
+    the output directory. A Parquet document is written from its original file, which must
+    be unchanged (size and sha256 as at submit): a --source file, or else the file at the
+    path it was submitted from; without one, it is reported and the others are written.
     """
     store = cli_store(watching=True)
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
     out_dir = out or Path(info.out)
-    written, dead = 0, []
+    written, dead, missing = 0, [], []
     try:
         if not stream:
             check_targets(store.documents(job_id), out_dir)
@@ -262,17 +287,25 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
             for rendered in iter_documents(
                 store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags
             ):
-                if rendered.text is None:
+                if rendered.pieces is None:
                     if stream:
                         break
                     continue
                 if stream:
-                    sys.stdout.buffer.write(rendered.text.encode("utf-8"))
+                    for piece in rendered.pieces:
+                        sys.stdout.buffer.write(piece.encode("utf-8"))
                     sys.stdout.buffer.flush()
                 else:
-                    write_atomic(contained(out_dir, rendered.target), rendered.text)
+                    record = rendered.record
+                    try:
+                        write_document(
+                            rendered, contained(out_dir, record.target), [*sources, Path(record.name)]
+                        )
+                    except OriginalMissing as exc:
+                        missing.append(str(exc))
+                        continue
                 written += 1
-                dead.extend((rendered.name, letter) for letter in rendered.dead)
+                dead.extend((rendered.record.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         raise click.ClickException(str(exc)) from None
     where = "stdout" if stream else str(out_dir)
@@ -280,12 +313,15 @@ def fetch_command(job_id: str, out: Path | None, follow: bool, report_path: Path
     summary = f"{written} of {info.documents} {unit} written to {where}"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    if written < info.documents:
+    unfinished = info.documents - written - len(missing)
+    if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
     for name, letter in dead:
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
-    if dead or written < info.documents:
+    for error in missing:
+        click.echo(f"error: {error}; pass that file with --source FILE", err=True)
+    if dead or unfinished or missing:
         sys.exit(1)
 
 

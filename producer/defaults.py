@@ -37,10 +37,6 @@ PYSBD_BRACKET_RUN_LIMIT = 16
 #: chunks, against 1.9 in input order.
 CHUNK_SORT_WINDOW = 256
 
-#: Sentences tokenized at a time to measure their source length at submit. A tokenizers
-#: Encoding costs a few kB, so a whole job's at once took gigabytes (a 50 MB file: 3.4 GB).
-LENGTH_BATCH = 4096
-
 #: TRANSQUEUE_MAX_LINE_BYTES: the longest line of an input file, and the longest stdin unit (a
 #: line, or with --reflow a paragraph), in bytes without its line break (1 MiB). Reading stops
 #: at the first line over it, which fails its file naming file:line. Real documents have
@@ -50,12 +46,12 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 #: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
 #: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
 #: byte is read (a compressed one as soon as its decompressed bytes pass it). It does not apply
-#: to the record files `translate` streams (flat memory: 65 MB peak for 10 MB of ordinary
-#: text, 74 MB for 20 MB). Other documents are read and parsed whole, and `submit` holds a
-#: whole job: about 21 bytes of memory per byte of ordinary text (244 MB for 10 MB, 428 MB for
-#: 20 MB; bench/inputs_results.md). A submitted document's stored layout (about 2.5 times its
-#: text) must fit in one Redis value (512 MB by default). Split bigger corpora into several
-#: files for submit.
+#: to the record files that `translate`, `submit` and the inbox stream (flat memory, whatever
+#: the size: `translate` peaks at 65 MB for 10 MB of ordinary text and 74 MB for 20 MB,
+#: `submit` at 116 MB for 10 MB and 127 MB for 50 MB; bench/inputs_results.md). Other documents (``.md``,
+#: ``--reflow`` ``.txt``) are read and parsed whole, at about 8 bytes of memory per byte of
+#: text, and a submitted one is stored as one Redis value (its layout, about 2.5 times its
+#: text; 512 MB at most by default).
 MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
@@ -63,14 +59,16 @@ MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20))
 READ_CHUNK_BYTES = 1 << 20
 
 #: Bytes of a streamed record file (``producer.streaming``) read, parsed, translated and written
-#: at a time, cut after a whole record. Each window's distinct sentences go to the model in one
-#: call, so a window should hold a few thousand sentences for full batches; memory is a few
-#: times this, whatever the size of the file.
+#: at a time, cut after a whole record; `submit` stores such a file as windows of this size
+#: (``producer.jobs``) and `fetch` renders them one at a time. Each window's distinct sentences
+#: go to the model in one call, so a window should hold a few thousand sentences for full
+#: batches; memory is a few times this, whatever the size of the file.
 STREAM_WINDOW_BYTES = 1 << 20
 
 #: Distinct sentences (with their translations) `transqueue translate` remembers in a run, the
 #: most recent ones: a sentence repeated within them is translated once. Bounds the memory of
-#: a run over a big corpus (a few hundred bytes an entry: about 50 MB).
+#: a run over a big corpus (a few hundred bytes an entry: about 50 MB). `submit` remembers as
+#: many of a job's sentences (with their slots) to send a repeated one once.
 TRANSLATION_MEMORY_ENTRIES = 100_000
 
 #: Characters of an output text encoded and written at a time (``producer.files.write_atomic``),

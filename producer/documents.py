@@ -31,9 +31,7 @@ FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
 BOM = "\ufeff"
 
 #: Why a Parquet file is not read as a text document (``producer.formats.parquet`` reads it).
-PARQUET_TRANSLATE_ONLY = (
-    "a Parquet file is translated by `transqueue translate` only (jobs store documents as text)"
-)
+PARQUET_NOT_TEXT = "a Parquet file is read a row group at a time (producer.formats.parquet), not as text"
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
     path = Path(path)
     fmt = format_of(path)
     if fmt == "parquet":
-        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
+        raise DocumentError(f"{path}: {PARQUET_NOT_TEXT}")
     return parse_text(decode_input(read_input(path, options.limits), path), fmt, options, path)
 
 

@@ -6,9 +6,11 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
    worker that finished the job sends to the scheduler, already did; this catches a
    delivery that was lost);
 2. hash every document file of the inbox (found and named in the outbox as
-   `transqueue translate INBOX --out OUTBOX` does); a file whose path and content hash are
-   neither delivered already nor in a run still being translated is submitted, all in one
-   job;
+   `transqueue translate INBOX --out OUTBOX` does), reading it in pieces; a file whose path
+   and content hash are neither delivered already nor in a run still being translated is
+   read again and submitted (`producer.jobs.JobBuilder`, a window at a time), all in one
+   job. A file changed between the two reads is submitted again at the next run, since
+   its hash then differs from the one remembered;
 3. record the run.
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
@@ -24,8 +26,8 @@ A lock lost anyway is noted in the run's message, never raised.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -37,12 +39,20 @@ import redis
 from redis.exceptions import LockError
 
 from producer import defaults
-from producer.documents import DocumentError, ReadOptions
-from producer.files import contained, plan_files, write_atomic
-from producer.inputs import read_input
-from producer.jobs import check_targets, file_source, iter_documents, parse_source, submit
+from producer.documents import DocumentError, ReadOptions, format_of
+from producer.files import contained, plan_files
+from producer.inputs import file_digest, input_digest, open_regular
+from producer.jobs import (
+    JobBuilder,
+    OriginalMissing,
+    check_targets,
+    file_source,
+    iter_documents,
+    write_document,
+)
 from producer.schedule import InboxEntry
-from store.jobstore import CANCELLED, PARTIAL, JobStore
+from producer.streaming import is_streamed
+from store.jobstore import CANCELLED, PARTIAL, DocumentRecord, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
 logger = logging.getLogger(__name__)
@@ -117,7 +127,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     try:
         for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
-                _deliver(store, earlier, Path(entry.outbox))
+                _deliver(store, earlier, entry)
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
         return run
@@ -146,39 +156,51 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     named = {str(task.source.relative_to(inbox)): task for task in tasks}
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
-    parsed, files, invalid, skipped = [], {}, {}, {}
+    job = JobBuilder(store, options)
+    files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
         try:
-            data = read_input(task.source, options.limits)
+            digest = _digest(task.source, options)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
             continue
         except DocumentError as exc:  # not a regular file, or over a limit
             skipped[name] = str(exc)
             continue
-        digest = hashlib.sha256(data).hexdigest()
         if seen.get(name) == digest or (name, digest) in pending:
             continue
         try:
-            source = file_source(task, outbox, data)
-            parsed.append((source, parse_source(source, options)))
+            job.add(file_source(task, outbox))
+        except OSError as exc:  # it vanished since it was hashed
+            skipped[name] = exc.strerror or str(exc)
+            continue
         except DocumentError as exc:
             invalid[name] = str(exc)
             store.runs.mark_seen(entry.name, {name: digest})
             continue
         files[name] = digest
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
-    if not parsed:
+    if not files:
+        job.discard()
         return run
-    job_id = submit(
-        store,
-        parsed,
-        options,
-        out=entry.outbox,
-        origin=f"inbox {entry.name}",
-        extra={"inbox": entry.name, "run": run.run_id},
+    job_id = job.submit(
+        out=entry.outbox, origin=f"inbox {entry.name}", extra={"inbox": entry.name, "run": run.run_id}
     )
     return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
+
+
+def _digest(path: Path, options: ReadOptions) -> str:
+    """The sha256 of an inbox file: of its bytes as submit reads them (decompressed, within the
+    limits that apply to its format: no file limit for a record file, which is streamed); of a
+    Parquet file as it is (the file limit does not apply to it either)."""
+    try:
+        fmt = format_of(path)
+    except DocumentError:
+        fmt = ""  # refused when it is added, as any file of an unknown format
+    if fmt == "parquet":
+        with open_regular(path) as handle:
+            return file_digest(handle)[1]
+    return input_digest(path, options.limits, whole=not (fmt and is_streamed(fmt, options)))
 
 
 def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry]) -> None:
@@ -205,14 +227,18 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
     try:
         run = store.runs.get(entry.name, info.extra.get("run", ""))
         if run is not None:
-            _deliver(store, run, Path(entry.outbox))
+            _deliver(store, run, entry)
     finally:
         lock.release()
 
 
-def _deliver(store: JobStore, run: InboxRun, outbox: Path) -> None:
-    """Write a submitted run's outputs into `outbox` if its job finished, and record the
-    outcome; a stored target that would land outside `outbox` fails the run, writing nothing."""
+def _deliver(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
+    """Write a submitted run's outputs into the entry's outbox if its job finished, and
+    record the outcome; a stored target that would land outside the outbox fails the run,
+    writing nothing. A Parquet document is written from its file in the entry's inbox, which
+    must be unchanged since the scan; if it is not, that document is not delivered (the run
+    says so) and its file is submitted again at the next run."""
+    outbox = Path(entry.outbox)
     if run.state != SUBMITTED:
         return
     info = store.info(run.job)
@@ -229,13 +255,30 @@ def _deliver(store: JobStore, run: InboxRun, outbox: Path) -> None:
     except DocumentError as exc:
         store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
         return
+    delivered, problems = dict(run.files), []
+    if info.state == PARTIAL:
+        problems.append(f"{info.dead} sentences left untranslated (dead letters of job {run.job})")
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
-        assert rendered.text is not None  # the job is finished: every sentence is settled
-        write_atomic(contained(outbox, rendered.target), rendered.text)
-    store.runs.mark_seen(run.inbox, run.files)
-    message = (
-        f"{info.dead} sentences left untranslated (dead letters of job {run.job})"
-        if info.state == PARTIAL
-        else ""
-    )
+        record = rendered.record
+        name = _inbox_name(Path(entry.inbox), record)
+        originals = [Path(entry.inbox) / name] if record.fmt == "parquet" and name else []
+        try:
+            write_document(rendered, contained(outbox, record.target), originals)
+        except OriginalMissing as exc:
+            problems.append(f"{exc} (not delivered; submitted again at the next run)")
+            delivered.pop(name or "", None)
+    store.runs.mark_seen(run.inbox, delivered)
+    message = "; ".join(problems)
     store.runs.save(replace(run, state=DELIVERED, dead=info.dead, finished=time.time(), message=message))
+
+
+def _inbox_name(inbox: Path, record: DocumentRecord) -> str | None:
+    """The name, relative to `inbox`, of the file a document of an inbox job was read from
+    (as the run's files name it), or None if the recorded name is not one of the inbox (the
+    record comes from Redis: a name with '..' is none). Symbolic links in the inbox are
+    followed, as the scan follows them."""
+    try:
+        name = Path(record.name).relative_to(os.path.abspath(inbox))
+    except ValueError:
+        return None
+    return None if ".." in name.parts else str(name)

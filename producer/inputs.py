@@ -1,10 +1,13 @@
 """Reading inputs: the one way every path reads an input file, and stdin's line limit.
 
-`read_input` is used by `transqueue translate` (``producer.documents.read_document``),
-`transqueue submit` (``producer.jobs.file_sources``) and the scheduled inbox scan. It reads
+`read_input` (a whole document) and `stream_input` (a record file, in pieces) are used by
+`transqueue translate` (``producer.documents.read_document``, ``producer.streaming``),
+`transqueue submit` (``producer.jobs``) and the scheduled inbox scan, which hashes files with
+`input_digest` (a Parquet file with `file_digest`, opened with `open_regular`). They read
 only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
 device is refused by name without being opened for reading (a FIFO would block ``open()``,
-``/dev/zero`` never ends), and so is a file over ``Limits.file_bytes`` (decompressed bytes).
+``/dev/zero`` never ends), and `read_input` refuses a file over ``Limits.file_bytes``
+(decompressed bytes).
 Lines are measured as the bytes arrive, and reading stops at the first one over
 ``Limits.line_bytes``, so a file made of one endless line costs about one line of memory and
 time before it fails. Symbolic link loops and dangling links are OSErrors that say so. Each
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import io
 import os
 import stat
@@ -58,28 +62,67 @@ def read_input(path: Path, limits: Limits = Limits()) -> bytes:
     (naming file:line). OSError for a file that cannot be read, with a message that names a
     symbolic link loop or a dangling link as such.
     """
-    _check_size(path, _stat(path), limits)
     content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
-    for chunk in stream_input(path, limits.line_bytes):
-        if content.tell() + len(chunk) > limits.file_bytes:  # grew since checked (or inflated)
-            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+    for chunk in _within_limits(path, limits):
         content.write(chunk)
     return content.getvalue()
+
+
+def input_digest(path: Path, limits: Limits = Limits(), whole: bool = True) -> str:
+    """The sha256 (hex) of the input file ``path``'s decompressed bytes, read in pieces: the
+    bytes and errors of ``read_input`` (``whole``), or else of ``stream_input``, without
+    holding the file."""
+    digest = hashlib.sha256()
+    for chunk in _within_limits(path, limits) if whole else stream_input(path, limits.line_bytes):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _within_limits(path: Path, limits: Limits) -> Iterator[bytes]:
+    """``stream_input``'s pieces, refused as soon as the file is over ``limits.file_bytes``."""
+    _check_size(path, _stat(path), limits)
+    size = 0
+    for chunk in stream_input(path, limits.line_bytes):
+        size += len(chunk)
+        if size > limits.file_bytes:  # grew since checked (or inflated)
+            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
+        yield chunk
 
 
 def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
     """The (decompressed) bytes of the input file ``path`` in pieces of about
     ``READ_CHUNK_BYTES``, however big it is: errors as ``read_input``, without its file limit."""
-    _check_file(path, _stat(path))  # before open(): it would block on a FIFO
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with open(descriptor, "rb", buffering=0) as raw:
-        _check_file(path, os.fstat(descriptor))  # what was opened, had it been swapped
+    with open_regular(path) as raw:
         lines = _LineMeter(str(path), line_bytes)
         with _decompression_errors(path):
             handle = decompressing(raw, compression_of(path))
             while chunk := handle.read(defaults.READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 yield chunk
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, unbuffered, if it is a regular file (symbolic links
+    followed): DocumentError for anything else, checked before it is opened (opening a FIFO
+    would block) and again on what was opened, had it been swapped; OSError as ``read_input``."""
+    _check_file(path, _stat(path))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    handle = open(descriptor, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
+    try:
+        _check_file(path, os.fstat(descriptor))
+    except DocumentError:
+        handle.close()
+        raise
+    return handle
+
+
+def file_digest(handle: BinaryIO) -> tuple[int, str]:
+    """The size and sha256 (hex) of the bytes left in ``handle``, read in pieces."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := handle.read(defaults.READ_CHUNK_BYTES):
+        digest.update(chunk)
+        size += len(chunk)
+    return size, digest.hexdigest()
 
 
 @contextmanager

@@ -1,39 +1,52 @@
 """Distributed jobs, producer side: documents into a job in Redis, results back into documents.
 
-A job stores each document as parsed at submit (its segments and layout, see
-`producer.stored_layout`) and, per segment, the *slot* of its sentence: equal sentences
-(exactly equal, as `transqueue translate` groups them) share one slot, so a sentence repeated within a
-job is sent to the workers once. Slots travel to the workers in chunks of
-`Settings.chunk_size` (slot, sentence) pairs, never whole documents.
+A job stores each document as parsed at submit, as one or more *windows*: a record file
+(`producer.streaming`) a window of about ``STREAM_WINDOW_BYTES`` at a time, exactly as
+`transqueue translate` streams it, any other document (and each stdin unit) as one window.
+Each window is parsed, given its slots, stored (its segments and layout, see
+`producer.stored_layout`) and cut into chunks before the next is read, so submit holds
+about one window, whatever the size of the job. A segment's *slot* is the job's distinct
+sentence it uses: equal sentences (exactly equal, as `transqueue translate` groups them)
+share one slot as long as the job remembers the sentence (the
+``TRANSLATION_MEMORY_ENTRIES`` most recent distinct sentences, as `translate` remembers
+them), so a sentence repeated within a job is sent to the workers once; one repeated after
+that gets a new slot, and a worker finds it in the translation memory in Redis. Slots
+travel to the workers in chunks of `Settings.chunk_size` (slot, sentence) pairs, never whole
+documents.
+
+A Parquet file is stored as one window per row group, holding only its selected cells
+(`producer.formats.parquet`) and, in its document record, the file's size and sha256: the
+table itself is read again at fetch, from a file that must still have them.
 
 Outputs are rendered with `Document.render`, exactly as `transqueue translate` renders them,
-from the stored segments: a document is never segmented again after submit. A document is
-rendered only once every one of its sentences is settled: translated, or given up in the
-job's dead letters, in which case the source sentence stays in its place.
+from the stored segments, window after window: a document is never segmented again after
+submit, nor held whole. A document is rendered only once every one of its sentences is
+settled: translated, or given up in the job's dead letters, in which case the source
+sentence stays in its place.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice
 from pathlib import Path
+from typing import Any, cast
 
-from producer.chunking import chunk_sentences, source_lengths
-from producer.documents import (
-    PARQUET_TRANSLATE_ONLY,
-    Document,
-    DocumentError,
-    ReadOptions,
-    format_of,
-    parse_text,
-)
-from producer.files import FileTask, contained
-from producer.inputs import decode_input, failure, read_input
+from producer import defaults
+from producer.chunking import Chunker, Pair, character_lengths, source_lengths
+from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text, read_document
+from producer.files import FileTask, contained, write_atomic
+from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
+from producer.inputs import failure
 from producer.quality import FlagLog
-from producer.stored_layout import dump_document, load_document
-from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob
+from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
+from producer.streaming import StreamedDocument, is_streamed
+from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
 from store.queues import model_key, model_queue, send_chunks
 
@@ -41,160 +54,269 @@ STDIN = "<stdin>"
 
 
 @dataclass(frozen=True)
-class Source:
-    """A document to submit: its name, format and text.
+class Window:
+    """A window of a document as a job stores it: the sentence of each of its segments, in
+    order, its stored layout (`producer.stored_layout`) and the line of the document it
+    starts on."""
 
-    ``name`` is the input's absolute path, or ``<stdin>`` for a unit of stdin (whose first line is
-    ``first_line``); ``target`` is where its translation goes, relative to the job's
-    output directory (empty for stdin).
-    """
-
-    name: str
-    fmt: str
-    text: str
-    target: str = ""
+    sentences: list[str]
+    layout: str
     first_line: int = 1
 
 
-def file_source(task: FileTask, out: Path, data: bytes) -> Source:
-    """The Source of a file task's bytes (UTF-8, line endings kept), named by its absolute
-    path (fetch refuses to overwrite it, from whichever directory it runs), its target
-    relative to `out`; DocumentError for an unknown suffix or invalid UTF-8 (naming the line)."""
-    name = os.path.abspath(task.source)
-    return Source(
-        name, text_format_of(Path(name)), decode_input(data, name), str(task.target.relative_to(out))
-    )
+@dataclass(frozen=True)
+class Source:
+    """A document to submit.
+
+    ``name`` is the input's absolute path (fetch refuses to overwrite it, from whichever
+    directory it runs), or ``<stdin>`` for a unit of stdin: ``text``, of format ``fmt``,
+    whose first line is line ``first_line`` of stdin. ``target`` is where its translation
+    goes, relative to the job's output directory (empty for stdin).
+    """
+
+    name: str
+    target: str = ""
+    text: str | None = None
+    fmt: str = ""
+    first_line: int = 1
+
+    def format(self) -> str:
+        """The document's format; DocumentError for a file of an unknown suffix."""
+        return self.fmt or format_of(Path(self.name))
+
+    @contextmanager
+    def read(
+        self, fmt: str, options: ReadOptions
+    ) -> Iterator[tuple[Iterator[Window], tuple[int, str] | None]]:
+        """The document's windows, parsed as `transqueue translate` parses it (a record file a
+        window at a time, a Parquet file a row group at a time, anything else whole), and for
+        a Parquet file its size and sha256 (None otherwise). DocumentError (naming file:line)
+        or OSError as soon as the window that holds the problem is read."""
+        if fmt == "parquet":
+            document = ParquetDocument(Path(self.name), options)
+            with document.opened() as (table, original):
+                yield (_cells_window(cells) for cells in document.cells(table)), original
+        else:
+            yield (
+                (_text_window(d, d.first_line - self.first_line + 1) for d in self._documents(fmt, options)),
+                None,
+            )
+
+    def _documents(self, fmt: str, options: ReadOptions) -> Iterator[Document]:
+        path = Path(self.name)
+        if self.text is not None:
+            yield parse_text(self.text, fmt, options, path, first_line=self.first_line)
+        elif is_streamed(fmt, options):
+            yield from StreamedDocument(path, fmt, options).windows()
+        else:
+            yield read_document(path, options)
 
 
-def text_format_of(path: Path) -> str:
-    """The format of ``path`` (``format_of``), which a job must be able to store as text:
-    DocumentError for an unknown suffix, or Parquet."""
-    fmt = format_of(path)
-    if fmt == "parquet":
-        raise DocumentError(f"{path}: {PARQUET_TRANSLATE_ONLY}")
-    return fmt
+def _text_window(document: Document, first_line: int) -> Window:
+    return Window([segment.text for segment in document.segments], dump_document(document), first_line)
 
 
-def file_sources(
-    tasks: Iterable[FileTask], out: Path, options: ReadOptions, errors: list[str]
-) -> list[tuple[Source, Document]]:
-    """Read (`producer.inputs.read_input`) and parse the files of `tasks` (from
-    `producer.files.plan_files(..., out)`), as `transqueue translate` does: a file that
-    cannot be read or parsed is left out and reported in `errors` (file:line: reason)."""
-    parsed = []
-    for task in tasks:
-        name = Path(os.path.abspath(task.source))  # as the job names it, in every error too
-        try:
-            text_format_of(name)  # an unknown suffix is refused before the file is read
-            source = file_source(task, out, read_input(name, options.limits))
-            parsed.append((source, parse_source(source, options)))
-        except (DocumentError, OSError) as error:
-            errors.append(failure(name, error))
-    return parsed
+def _cells_window(cells: Cells) -> Window:
+    return Window([segment.text for segment in cells_document(cells).segments], dump_cells(cells))
 
 
-def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> list[Source]:
+def file_source(task: FileTask, out: Path) -> Source:
+    """The Source of a file task, named by its absolute path, its target relative to `out`."""
+    return Source(os.path.abspath(task.source), str(task.target.relative_to(out)))
+
+
+def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> Iterator[Source]:
     """Stdin units (`producer.pipeline.stream_units`) as Sources, read as `translate -` does:
     JSONL records when fields are given, else text."""
     fmt = "jsonl" if fields else "txt"
-    return [Source(STDIN, fmt, text, first_line=line) for line, text in units]
+    for line, text in units:
+        yield Source(STDIN, text=text, fmt=fmt, first_line=line)
 
 
-def parse_source(source: Source, options: ReadOptions) -> Document:
-    """Parse a Source; raise DocumentError naming the document and position."""
-    return parse_text(source.text, source.fmt, options, Path(source.name), first_line=source.first_line)
+class JobBuilder:
+    """A job being submitted: documents are added one by one (`add`), each stored in Redis
+    window by window as it is read, then the job is submitted (`submit`) or discarded.
 
+    `model` is the key of the model the job asks for (default: the model of the store's
+    settings); its chunks are ordered by that model's token lengths where its tokenizer is
+    here (the store's own model), else by characters.
+    """
 
-@dataclass(frozen=True)
-class Plan:
-    """A job's documents (with their slots and stored layouts) and its distinct sentences,
-    in slot order."""
+    def __init__(self, store: JobStore, options: ReadOptions, model: str | None = None) -> None:
+        self.store = store
+        self.options = options
+        self.job_id = new_job_id()
+        self.writer = store.writer(self.job_id)
+        own = model_key(store.settings)
+        self.model = model or own
+        lengths = source_lengths(store.settings) if self.model == own else character_lengths
+        self.chunker = Chunker(lengths, store.settings.chunk_size)
+        self.slot_of: dict[str, int] = {}  # the most recent distinct sentences, oldest first
+        self.documents = 0
+        self.segments = 0
+        self.total = 0  # slots given
 
-    documents: list[DocumentRecord]
-    layouts: list[str]
-    sentences: list[str]
+    def add(self, source: Source) -> None:
+        """Read, parse and store `source`, a window at a time. DocumentError or OSError when
+        it cannot be read or parsed; what was stored of it is removed first, and the job
+        goes on as if it had never been added."""
+        n, windows = self.documents, 0
+        total, segments, chunker = self.total, self.segments, self.chunker.state()
+        try:
+            fmt = source.format()
+            with source.read(fmt, self.options) as (read, original):
+                for window in read:
+                    self._add_window(n, windows, window)
+                    windows += 1
+        except (DocumentError, OSError):
+            self.writer.drop_document(n, windows, range(chunker.chunks, self.chunker.chunks))
+            self.slot_of = {text: slot for text, slot in self.slot_of.items() if slot < total}
+            self.total, self.segments = total, segments
+            self.chunker.restore(chunker)
+            raise
+        options = self.options
+        size, sha256 = original or (0, "")
+        record = DocumentRecord(
+            source.name,
+            fmt,
+            windows,
+            options.fields,
+            options.reflow,
+            source.target,
+            options.columns,
+            size,
+            sha256,
+        )
+        self.writer.document(n, record)
+        self.documents += 1
 
+    def _add_window(self, n: int, w: int, window: Window) -> None:
+        """Give each segment of window `w` of document `n` its slot, and store the window and
+        the chunks it completes."""
+        excess = max(0, len(self.slot_of) - defaults.TRANSLATION_MEMORY_ENTRIES)
+        for oldest in list(islice(self.slot_of, excess)):
+            del self.slot_of[oldest]
+        slots: list[int] = []
+        chunks: list[list[Pair]] = []
+        for sentence in window.sentences:
+            slot = self.slot_of.get(sentence)
+            if slot is None:
+                slot = self.slot_of[sentence] = self.total
+                self.total += 1
+                chunks += self.chunker.add(slot, sentence)
+            slots.append(slot)
+        self.segments += len(slots)
+        record = WindowRecord(tuple(slots), window.first_line)
+        self.writer.window(n, w, record, window.layout)
+        self.writer.chunks(self.chunker.chunks - len(chunks), chunks)
 
-def plan_job(parsed: Iterable[tuple[Source, Document]], options: ReadOptions) -> Plan:
-    """Give each distinct sentence of the documents one slot."""
-    slot_of: dict[str, int] = {}
-    sentences: list[str] = []
-    documents: list[DocumentRecord] = []
-    layouts: list[str] = []
-    for source, document in parsed:
-        slots = []
-        for segment in document.segments:
-            if segment.text not in slot_of:
-                slot_of[segment.text] = len(sentences)
-                sentences.append(segment.text)
-            slots.append(slot_of[segment.text])
-        documents.append(
-            DocumentRecord(
-                source.name,
-                source.fmt,
-                tuple(slots),
-                options.fields,
-                options.reflow,
-                source.target,
-                options.columns,
+    def submit(self, *, out: str, origin: str, extra: dict[str, str] | None = None) -> str:
+        """Store the job's last chunks and counters, then queue its chunks on its model's
+        queue, read back from Redis a batch at a time; returns the job's id."""
+        chunks = self.chunker.finish()
+        self.writer.chunks(self.chunker.chunks - len(chunks), chunks)
+        self.writer.flush()
+        queue = model_queue(self.store.settings, self.model)
+        count = self.chunker.chunks
+        self.store.create(
+            NewJob(
+                job_id=self.job_id,
+                documents=self.documents,
+                segments=self.segments,
+                total=self.total,
+                chunks=count,
+                out=out,
+                origin=origin,
+                extra=extra or {},
+                model=self.model,
+                queue=queue,
             )
         )
-        layouts.append(dump_document(document))
-    return Plan(documents, layouts, sentences)
+        send_chunks(self.store.settings, self.job_id, self.store.chunks(self.job_id, count), count, queue)
+        self.store.try_finalize(self.job_id)
+        return self.job_id
+
+    def discard(self) -> None:
+        """Remove everything stored of the job: it is not submitted after all."""
+        self.store.discard(self.job_id)
 
 
-def submit(
-    store: JobStore,
-    parsed: Iterable[tuple[Source, Document]],
-    options: ReadOptions,
-    *,
-    out: str,
-    origin: str,
-    extra: dict[str, str] | None = None,
-    model: str | None = None,
-) -> str:
-    """Store a job of parsed documents and queue its chunks on the queue of `model` (a
-    model key; default: the model of the store's settings); returns its id."""
-    plan = plan_job(parsed, options)
-    job_id = new_job_id()
-    own_model = model_key(store.settings)
-    model = model or own_model
-    queue = model_queue(store.settings, model)
-    lengths = (
-        source_lengths(store.settings, plan.sentences)
-        if model == own_model
-        else [len(sentence) for sentence in plan.sentences]  # no tokenizer of that model here
-    )
-    chunks = chunk_sentences(plan.sentences, lengths, store.settings.chunk_size)
-    store.create(
-        NewJob(
-            job_id=job_id,
-            documents=plan.documents,
-            layouts=plan.layouts,
-            total=len(plan.sentences),
-            chunks=len(chunks),
-            out=out,
-            origin=origin,
-            extra=extra or {},
-            chunk_items=chunks,
-            model=model,
-            queue=queue,
-        )
-    )
-    send_chunks(store.settings, job_id, enumerate(chunks), len(chunks), queue)
-    store.try_finalize(job_id)
-    return job_id
+def add_files(job: JobBuilder, tasks: Iterable[FileTask], out: Path, errors: list[str]) -> None:
+    """Add the files of `tasks` (from `producer.files.plan_files(..., out)`) to `job`, read
+    as `transqueue translate` reads them: a file that cannot be read or parsed is left out
+    and reported in `errors` (file:line: reason)."""
+    for task in tasks:
+        source = file_source(task, out)
+        try:
+            job.add(source)
+        except (DocumentError, OSError) as error:
+            errors.append(failure(Path(source.name), error))
+
+
+#: A rendered window: a piece of text, or the cells of a Parquet row group.
+Piece = str | list[str | None]
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """One document of a job: its translation, or None while sentences are unsettled."""
+    """One document of a job: its record, its translation a window at a time as `pieces` is
+    consumed (None while sentences are unsettled), and the dead letters of the windows
+    rendered so far (all of them once `pieces` is exhausted)."""
 
     n: int
-    name: str
-    target: str
-    text: str | None
-    dead: tuple[DeadLetter, ...] = ()
+    record: DocumentRecord
+    pieces: Iterator[Piece] | None
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class OriginalMissing(DocumentError):
+    """The file a Parquet document of a job was read from is not where it was looked for,
+    with the size and sha256 recorded at submit."""
+
+
+def write_document(rendered: Rendered, target: Path, originals: Sequence[Path]) -> None:
+    """Write a complete document (`iter_documents`) to `target` atomically: its text, or the
+    table of a Parquet document's original file with its cells translated. The original is
+    the first of `originals` that has the size and sha256 recorded at submit (read through
+    the one handle it is checked with); OriginalMissing naming the document and each file
+    looked at when none has them, and DocumentError if `target` is that file."""
+    record, pieces = rendered.record, rendered.pieces
+    if pieces is None:
+        raise ValueError(f"{record.name} is not complete")
+    if record.fmt != "parquet":
+        write_atomic(target, cast("Iterator[str]", pieces))
+        return
+    with _original(record, originals) as (document, table):
+        if target.resolve() == document.path.resolve():
+            raise DocumentError(f"{target}: refusing to overwrite input {document.path}")
+        document.write_cells(table, target, cast("Iterator[list[str | None]]", pieces))
+
+
+@contextmanager
+def _original(record: DocumentRecord, candidates: Sequence[Path]) -> Iterator[tuple[ParquetDocument, Any]]:
+    """The first of `candidates` that is the original of `record`, opened (see `write_document`)."""
+    looked: list[str] = []
+    for path in candidates:
+        with ExitStack() as stack:
+            document = ParquetDocument(Path(path), ReadOptions(columns=record.columns))
+            try:
+                size = os.stat(path).st_size
+                if size != record.size:  # cheaper than its sha256
+                    looked.append(f"{path} has {size:,} bytes")
+                    continue
+                table, found = stack.enter_context(document.opened())
+            except (DocumentError, OSError) as error:
+                looked.append(failure(Path(path), error))
+                continue
+            if found == (record.size, record.sha256):
+                yield document, table
+                return
+            looked.append(f"{path} has other content")
+    raise OriginalMissing(
+        f"{record.name}: the Parquet file it was read from ({record.size:,} bytes, sha256 "
+        f"{record.sha256}) is needed to write its translation, and was not found: "
+        + ("; ".join(looked) or "no file to look at")
+    )
 
 
 def check_targets(records: Iterable[DocumentRecord], out: Path) -> None:
@@ -216,55 +338,85 @@ class JobGone(RuntimeError):
     """The job does not exist (never did, or its keys expired), or was cancelled."""
 
 
-def render_document(store: JobStore, job_id: str, n: int, flags: FlagLog | None = None) -> Rendered:
-    """Render document `n` if all its sentences are settled (see the module docstring), and
-    check its translated sentences into `flags` (`producer.quality`).
-
-    Raises DocumentError naming the document when its stored segments, layout and slots
-    do not line up.
-    """
-    record, layout = store.document(job_id, n)
-    states = store.slot_states(job_id, record.slots)
-    if any(state is None for state in states):
-        return Rendered(n, record.name, record.target, None)
-    doc = load_document(layout, record.name)
-    if len(doc.segments) != len(record.slots):
-        raise DocumentError(
-            f"{record.name}: {len(doc.segments)} stored segments but "
-            f"{len(record.slots)} slots (document {n} of job {job_id})"
-        )
-    dead = tuple(s for s in states if isinstance(s, DeadLetter))
-    translations = [
-        seg.text if isinstance(state, DeadLetter) else state
-        for seg, state in zip(doc.segments, states, strict=True)
-    ]
-    if flags is not None:
-        capped = store.capped(job_id, record.slots)
-        name = f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
-        flags.check(
-            name, doc, translations, capped.__getitem__, skip=lambda i: isinstance(states[i], DeadLetter)
-        )
-    return Rendered(n, record.name, record.target, doc.render(translations), dead)
-
-
 def iter_documents(
     store: JobStore, job_id: str, *, follow: bool, poll_interval: float, flags: FlagLog | None = None
 ) -> Iterator[Rendered]:
-    """Every document of a job in input order, each complete one checked into `flags`.
+    """Every document of a job in input order, each complete one rendered window by window
+    as its pieces are consumed, and checked into `flags` (`producer.quality`).
 
-    Without `follow`, incomplete documents come back with text None; with it, each document
-    is yielded once complete, waiting for it. Raises JobGone when the job disappears or is
-    cancelled while documents are still missing.
+    Without `follow`, incomplete documents come back with pieces None; with it, each
+    document is yielded once complete, waiting for it. Raises JobGone when the job
+    disappears or is cancelled while documents are still missing. Rendering raises
+    DocumentError naming the document when its stored segments, layout and slots do not
+    line up.
     """
     info = store.info(job_id)
     if info is None:
         raise JobGone(f"no job {job_id} (unknown or expired)")
+    finished = info.finished  # then every sentence is settled: nothing to check
     for n in range(info.documents):
-        rendered = render_document(store, job_id, n, flags)
-        while follow and rendered.text is None:
+        record = store.document(job_id, n)
+        unsettled = None if finished else _first_unsettled(store, job_id, n, record, 0)
+        while follow and unsettled is not None:
             info = store.info(job_id)
             if info is None or info.state == CANCELLED:
                 raise JobGone(f"job {job_id} was {'cancelled' if info else 'removed'}")
             time.sleep(poll_interval)
-            rendered = render_document(store, job_id, n, flags)
-        yield rendered
+            unsettled = _first_unsettled(store, job_id, n, record, unsettled)
+        if unsettled is not None:
+            yield Rendered(n, record, None)
+            continue
+        dead: list[DeadLetter] = []
+        yield Rendered(n, record, _pieces(store, job_id, n, record, flags, dead), dead)
+
+
+def _first_unsettled(store: JobStore, job_id: str, n: int, record: DocumentRecord, start: int) -> int | None:
+    """The first window of document `n` from `start` on with an unsettled sentence, or None."""
+    for w in range(start, record.windows):
+        if not all(store.settled(job_id, store.window(job_id, n, w).slots)):
+            return w
+    return None
+
+
+def _pieces(
+    store: JobStore,
+    job_id: str,
+    n: int,
+    record: DocumentRecord,
+    flags: FlagLog | None,
+    dead: list[DeadLetter],
+) -> Iterator[Piece]:
+    """Each window of document `n` rendered, its dead letters added to `dead`."""
+    name = f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
+    for w in range(record.windows):
+        window = store.window(job_id, n, w)
+        states = store.slot_states(job_id, window.slots)
+        if any(state is None for state in states):
+            raise DocumentError(
+                f"{record.name}: sentences of window {w} are no longer settled (job {job_id})"
+            )
+        doc, render = _loaded(record, store.layout(job_id, n, w))
+        if len(doc.segments) != len(window.slots):
+            raise DocumentError(
+                f"{record.name}: {len(doc.segments)} stored segments but "
+                f"{len(window.slots)} slots (window {w} of document {n} of job {job_id})"
+            )
+        dead += [state for state in states if isinstance(state, DeadLetter)]
+        translations = [
+            seg.text if isinstance(state, DeadLetter) else state
+            for seg, state in zip(doc.segments, states, strict=True)
+        ]
+        if flags is not None:
+            capped = store.capped(job_id, window.slots)
+            skip = [isinstance(state, DeadLetter) for state in states]
+            flags.check(name, doc, translations, capped.__getitem__, window.first_line, skip.__getitem__)
+        yield render(translations)
+
+
+def _loaded(record: DocumentRecord, layout: str) -> tuple[Document, Callable[[list[str]], Piece]]:
+    """A stored window: the document of its segments (to check flags on) and its renderer."""
+    if record.fmt == "parquet":
+        cells = load_cells(layout, record.name)
+        return cells_document(cells), partial(render_cells, cells)
+    document = load_document(layout, record.name)
+    return document, document.render

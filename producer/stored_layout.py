@@ -13,6 +13,10 @@ differs from the segment's text, and ``"marks": [[opening, inner, closing], ...]
 sentence was sent without inline markup), ``{"gap": text}``, or ``{"raw": raw, "parts": [...]}`` for a
 JSON string value (its decoded value is ``json.loads(raw)``), with ``"codec": "csv"`` (or
 ``"tsv"``) for a table cell instead (``producer.cells``).
+
+A row group of a Parquet table is stored as ``{"cells": [cell, ...]}`` (``dump_cells``), where
+a cell is ``null`` (a null cell) or a stored document as above, in the order
+``producer.formats.parquet`` reads them (column after column).
 """
 
 from __future__ import annotations
@@ -48,6 +52,11 @@ def dump_document(document: Document) -> str:
     return out.getvalue()
 
 
+def dump_cells(cells: Sequence[Document | None]) -> str:
+    """JSON of a Parquet row group's cells (see the module docstring)."""
+    return '{"cells":[' + ",".join("null" if c is None else dump_document(c) for c in cells) + "]}"
+
+
 def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment], out: io.StringIO) -> None:
     out.write("[")
     for i, part in enumerate(parts):
@@ -80,6 +89,14 @@ def load_document(text: str, name: str) -> Document:
     data is malformed or its slots do not line up with its segments one to one, in order."""
     try:
         data = json.loads(text)
+    except ValueError as exc:
+        raise DocumentError(f"{name}: stored document is malformed ({exc!r})") from None
+    return _load(data, name)
+
+
+def _load(data: Any, name: str) -> Document:
+    """The Document of the parsed JSON `data` of a stored document; errors as `load_document`."""
+    try:
         segments = [_load_segment(i, item) for i, item in enumerate(data["segments"])]
         slots: list[int] = []
         parts = _load_parts(data["parts"], segments, slots)
@@ -90,6 +107,17 @@ def load_document(text: str, name: str) -> Document:
             f"{name}: stored layout does not line up with its {len(segments)} segments (slots {slots[:20]})"
         )
     return Document(None, segments, parts)
+
+
+def load_cells(text: str, name: str) -> list[Document | None]:
+    """The cells that `dump_cells` stored; DocumentError naming `name` when malformed."""
+    try:
+        cells = json.loads(text)["cells"]
+        if not isinstance(cells, list):
+            raise TypeError(f"cells are {type(cells).__name__}")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DocumentError(f"{name}: stored cells are malformed ({exc!r})") from None
+    return [None if cell is None else _load(cell, name) for cell in cells]
 
 
 def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -> list[Part]:

@@ -138,6 +138,14 @@ INDEX_PRUNED_PER_JOB = 10
 #: kept after its last run; each run renews them. A removed entry's records go away after it.
 INBOX_RECORDS_TTL = 90 * 24 * 3600
 
+#: Bytes of documents, windows and chunks a submit sends to Redis at a time (about a window of
+#: a big file, or many small documents per round trip).
+WRITE_BATCH_BYTES = 1 << 20
+
+#: Chunks of a job read from Redis at a time: to send them once the job is stored, and by the
+#: sweeper looking for a stalled job's unsettled chunks (so a big job is never read whole).
+CHUNKS_READ_AT_ONCE = 1000
+
 #: Errors kept per job (the newest).
 ERRORS_KEPT = 100
 

@@ -1,7 +1,9 @@
 """The Redis job store shared by producers and workers: job records, results, memory.
 
-A job holds documents (their stored layout, see `producer.stored_layout`, and, per
-segment, a *slot*: the index of the job's distinct sentence it uses). Workers write one
+A job holds documents, each stored as one or more windows (consecutive pieces of it, each
+with its stored layout, see `producer.stored_layout`, and, per segment, a *slot*: the index
+of the job's distinct sentence it uses). A submit writes the documents, windows and chunks
+as it reads them, then the job's counters (`create`), and only then sends the chunks. Workers write one
 result per slot with `JobStore.record`, a Lua script that stores the text only if the slot
 has neither a result nor a dead letter, counts it, and finalizes the job exactly once when
 the last slot is written. A redelivered chunk or a retried write therefore never counts twice.
@@ -14,6 +16,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 import redis
 
@@ -36,6 +39,7 @@ from store.runs import RunStore
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
 FINISHED_STATES = (DONE, PARTIAL)
+_Record = TypeVar("_Record")
 
 
 class CorruptRecord(ValueError):
@@ -45,16 +49,20 @@ class CorruptRecord(ValueError):
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """One document of a job: its name and format, how it was read, which slots its
-    segments use, and where its translation goes (relative to the job's output directory)."""
+    """One document of a job: its name and format, how it was read, how many windows it is
+    stored as (each with its own slots and layout, `WindowRecord`), and where its translation
+    goes (relative to the job's output directory). A Parquet document's table is not stored,
+    only its cells: ``size`` and ``sha256`` are those of its file, to find it again at fetch."""
 
     name: str
     fmt: str
-    slots: tuple[int, ...]
+    windows: int = 1
     fields: tuple[str, ...] = ()
     reflow: bool = False
     target: str = ""
     columns: tuple[str, ...] = ()
+    size: int = 0
+    sha256: str = ""
 
     def to_json(self) -> str:
         """Serialize for the job's docs hash."""
@@ -62,17 +70,38 @@ class DocumentRecord:
 
     @classmethod
     def from_json(cls, text: str) -> DocumentRecord:
-        """Parse what `to_json` wrote."""
+        """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
         data = json.loads(text)
         return cls(
             name=data["name"],
             fmt=data["fmt"],
-            slots=tuple(data["slots"]),
+            windows=int(data["windows"]),
             fields=tuple(data["fields"]),
             reflow=data["reflow"],
             target=data["target"],
-            columns=tuple(data.get("columns", ())),
+            columns=tuple(data["columns"]),
+            size=int(data["size"]),
+            sha256=str(data["sha256"]),
         )
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One window of a stored document: the slot of each of its segments, and the line of
+    the document its text starts on (for the quality flags' line numbers)."""
+
+    slots: tuple[int, ...]
+    first_line: int = 1
+
+    def to_json(self) -> str:
+        """Serialize for the job's windows hash."""
+        return json.dumps({"slots": self.slots, "first_line": self.first_line}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> WindowRecord:
+        """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
+        data = json.loads(text)
+        return cls(tuple(int(slot) for slot in data["slots"]), int(data["first_line"]))
 
 
 @dataclass(frozen=True)
@@ -189,21 +218,71 @@ class JobInfo:
 
 @dataclass(frozen=True)
 class NewJob:
-    """Everything `JobStore.create` needs to store a job."""
+    """What `JobStore.create` stores once a job's documents, windows and chunks are written
+    (`JobWriter`)."""
 
     job_id: str
-    documents: Sequence[DocumentRecord]
-    layouts: Sequence[str]
+    documents: int
+    segments: int
     total: int
     chunks: int
     out: str
     origin: str
     extra: dict[str, str] = field(default_factory=dict)
-    #: The chunks as sent, kept so that a chunk lost with Redis can be sent again.
-    chunk_items: Sequence[Sequence[tuple[int, str]]] = ()
     #: The key of the model the job asks for, and the queue its chunks travel on.
     model: str = ""
     queue: str = ""
+
+
+class JobWriter:
+    """Stores the documents, windows and chunks of a job being submitted (before
+    `JobStore.create`), sent to Redis in batches of about `defaults.WRITE_BATCH_BYTES`, in
+    order, and at `flush`. Each batch renews the expiry of the keys it writes, so a submit
+    that dies half way leaves nothing behind for longer than a job would stay."""
+
+    def __init__(self, client: redis.Redis, keys: JobKeys, ttl: int) -> None:
+        self.client, self.keys, self.ttl = client, keys, ttl
+        self.pipe = client.pipeline(transaction=False)
+        self.pending = 0  # bytes of the values waiting in the pipeline
+
+    def document(self, n: int, record: DocumentRecord) -> None:
+        """Store document `n`."""
+        self._hset(self.keys.docs, str(n), record.to_json())
+
+    def window(self, n: int, w: int, window: WindowRecord, layout: str) -> None:
+        """Store window `w` of document `n`: its slots and its layout (`producer.stored_layout`)."""
+        self._hset(self.keys.windows, f"{n}:{w}", window.to_json())
+        self._hset(self.keys.layouts, f"{n}:{w}", layout)
+
+    def chunks(self, first: int, chunks: Sequence[Sequence[tuple[int, str]]]) -> None:
+        """Store chunks `first`, `first + 1`, ... as they will be sent (and sent again should
+        Redis lose them)."""
+        for i, items in enumerate(chunks):
+            self._hset(self.keys.chunks, str(first + i), json.dumps(items, ensure_ascii=False))
+
+    def drop_document(self, n: int, windows: int, chunks: range) -> None:
+        """Remove what was stored of document `n` (its first `windows` windows) and the
+        `chunks` stored since it began: a document that failed part way through submit."""
+        fields = [f"{n}:{w}" for w in range(windows)]
+        self.pipe.hdel(self.keys.docs, str(n))
+        if fields:
+            self.pipe.hdel(self.keys.windows, *fields)
+            self.pipe.hdel(self.keys.layouts, *fields)
+        if chunks:
+            self.pipe.hdel(self.keys.chunks, *map(str, chunks))
+
+    def flush(self) -> None:
+        """Send what waits in the pipeline."""
+        for key in (self.keys.docs, self.keys.windows, self.keys.layouts, self.keys.chunks):
+            self.pipe.expire(key, self.ttl)
+        self.pipe.execute()
+        self.pending = 0
+
+    def _hset(self, key: str, field: str, value: str) -> None:
+        self.pipe.hset(key, field, value)
+        self.pending += len(value)
+        if self.pending >= defaults.WRITE_BATCH_BYTES:
+            self.flush()
 
 
 @dataclass(frozen=True)
@@ -244,15 +323,25 @@ class JobStore:
 
     # -- producer side ----------------------------------------------------------------------
 
+    def writer(self, job_id: str) -> JobWriter:
+        """A writer of the documents, windows and chunks of a job being submitted."""
+        return JobWriter(self.client, JobKeys(job_id), self.settings.result_ttl)
+
+    def discard(self, job_id: str) -> None:
+        """Remove everything stored of a job that is not submitted after all."""
+        self.client.delete(*JobKeys(job_id).all())
+
     def create(self, job: NewJob) -> None:
-        """Store a new job (before any of its chunks is sent)."""
+        """Store a new job's counters, once its documents, windows and chunks are stored
+        (`writer`, flushed), and before any of its chunks is sent: workers and clients see the
+        job from now on."""
         keys = JobKeys(job.job_id)
         now = time.time()
         meta = {
             "state": QUEUED,
             "created": repr(now),
-            "documents": len(job.documents),
-            "segments": sum(len(d.slots) for d in job.documents),
+            "documents": job.documents,
+            "segments": job.segments,
             "total": job.total,
             "done": 0,
             "hits": 0,
@@ -265,11 +354,6 @@ class JobStore:
             **job.extra,
         }
         pipe = self.client.pipeline(transaction=True)
-        for n, (doc, layout) in enumerate(zip(job.documents, job.layouts, strict=True)):
-            pipe.hset(keys.docs, str(n), doc.to_json())
-            pipe.hset(keys.layouts, str(n), layout)
-        for n, items in enumerate(job.chunk_items):
-            pipe.hset(keys.chunks, str(n), json.dumps(items, ensure_ascii=False))
         pipe.hset(keys.meta, mapping=meta)
         for key in keys.all():
             pipe.expire(key, self.settings.result_ttl)
@@ -398,18 +482,45 @@ class JobStore:
             self.client.zrem(JOBS_KEY, *gone)
         return alive
 
-    def document(self, job_id: str, n: int) -> tuple[DocumentRecord, str]:
-        """Document `n` of a job and its stored layout."""
-        keys = JobKeys(job_id)
-        doc, layout = self.client.hget(keys.docs, str(n)), self.client.hget(keys.layouts, str(n))
-        if doc is None or layout is None:
+    def document(self, job_id: str, n: int) -> DocumentRecord:
+        """Document `n` of a job; KeyError when it is not there (expired?), CorruptRecord when
+        what is there is not a document record."""
+        key = JobKeys(job_id).docs
+        raw = self.client.hget(key, str(n))
+        if raw is None:
             raise KeyError(f"job {job_id} has no document {n} (expired?)")
-        return DocumentRecord.from_json(doc), layout
+        return _parsed(DocumentRecord.from_json, raw, f"{key} field {n}")
+
+    def window(self, job_id: str, n: int, w: int) -> WindowRecord:
+        """Window `w` of document `n` of a job (its slots); errors as `document`."""
+        key = JobKeys(job_id).windows
+        raw = self.client.hget(key, f"{n}:{w}")
+        if raw is None:
+            raise KeyError(f"job {job_id} has no window {w} of document {n} (expired?)")
+        return _parsed(WindowRecord.from_json, raw, f"{key} field {n}:{w}")
+
+    def layout(self, job_id: str, n: int, w: int) -> str:
+        """The stored layout of window `w` of document `n` of a job; KeyError when missing."""
+        layout = self.client.hget(JobKeys(job_id).layouts, f"{n}:{w}")
+        if layout is None:
+            raise KeyError(f"job {job_id} has no layout of window {w} of document {n} (expired?)")
+        return layout
 
     def documents(self, job_id: str) -> list[DocumentRecord]:
         """Every document record of a job, in input order."""
-        raw = self.client.hgetall(JobKeys(job_id).docs)
-        return [DocumentRecord.from_json(raw[n]) for n in sorted(raw, key=int)]
+        key = JobKeys(job_id).docs
+        raw = self.client.hgetall(key)
+        return [_parsed(DocumentRecord.from_json, raw[n], f"{key} field {n}") for n in sorted(raw, key=int)]
+
+    def chunks(self, job_id: str, count: int) -> Iterator[tuple[int, list[list[object]]]]:
+        """The job's first `count` stored chunks (number, items) in order, read a batch at a
+        time; a chunk that is not stored is skipped."""
+        key = JobKeys(job_id).chunks
+        for start in range(0, count, defaults.CHUNKS_READ_AT_ONCE):
+            numbers = range(start, min(count, start + defaults.CHUNKS_READ_AT_ONCE))
+            for n, items in zip(numbers, self.client.hmget(key, [str(n) for n in numbers]), strict=True):
+                if items is not None:
+                    yield n, json.loads(items)
 
     def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
         """For each slot: does it have a result or a dead letter already?"""
@@ -441,13 +552,13 @@ class JobStore:
             raise CorruptRecord(f"{key}: a mark that is not '1'")
         return [mark == "1" for mark in marks]
 
-    def unsettled_chunks(self, job_id: str) -> list[tuple[int, list[list[object]]]]:
-        """The job's chunks (as sent) that still have a slot without result or dead letter."""
-        raw = self.client.hgetall(JobKeys(job_id).chunks)
-        chunks = [(int(n), json.loads(items)) for n, items in raw.items()]
-        return [
-            (n, items) for n, items in sorted(chunks) if not all(self.settled(job_id, [s for s, _ in items]))
-        ]
+    def unsettled_chunks(self, job_id: str) -> Iterator[tuple[int, list[list[object]]]]:
+        """The job's chunks (as sent) that still have a slot without result or dead letter,
+        read a few at a time (`HSCAN`), in no particular order."""
+        for n, raw in self.client.hscan_iter(JobKeys(job_id).chunks, count=defaults.CHUNKS_READ_AT_ONCE):
+            items = json.loads(raw)
+            if not all(self.settled(job_id, [slot for slot, _ in items])):
+                yield int(n), items
 
     def claim_resend(self, job_id: str, seconds: float) -> bool:
         """True for one caller per `seconds`: the one that may send the job's stalled chunks."""
@@ -483,6 +594,14 @@ class JobStore:
     def stats(self) -> dict[str, int]:
         """Counters over all jobs: translated, hits, dead."""
         return {k: int(v) for k, v in self.client.hgetall(STATS_KEY).items()}
+
+
+def _parsed(parse: Callable[[str], _Record], raw: str, where: str) -> _Record:
+    """``parse(raw)``, or CorruptRecord naming `where` (a record of another version, say)."""
+    try:
+        return parse(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"{where} is not a record of this transqueue ({exc!r})") from None
 
 
 @functools.cache

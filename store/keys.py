@@ -91,8 +91,13 @@ class JobKeys:
         return self._sub("docs")
 
     @property
+    def windows(self) -> str:
+        """Hash: ``<document>:<window>`` -> WindowRecord JSON (the window's slots)."""
+        return self._sub("windows")
+
+    @property
     def layouts(self) -> str:
-        """Hash: document number -> the document's segments and layout, as submitted."""
+        """Hash: ``<document>:<window>`` -> the window's segments and layout, as submitted."""
         return self._sub("layouts")
 
     @property
@@ -144,6 +149,7 @@ class JobKeys:
         return (
             self.meta,
             self.docs,
+            self.windows,
             self.layouts,
             self.results,
             self.capped,

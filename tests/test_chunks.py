@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from store.config import Settings
-from store.jobstore import PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobKeys, JobStore, NewJob
+from store.jobstore import PARTIAL, CorruptRecord, DeadLetter, JobKeys, JobStore, NewJob
 from worker.chunks import process_chunk
 
 pytest_plugins = ["distributed_support"]
@@ -54,8 +54,8 @@ def make_job(store, sentences, job_id="j"):
     store.create(
         NewJob(
             job_id=job_id,
-            documents=[DocumentRecord("a.txt", "txt", tuple(range(len(sentences))))],
-            layouts=["x"],
+            documents=1,
+            segments=len(sentences),
             total=len(sentences),
             chunks=1,
             out="",

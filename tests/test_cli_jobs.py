@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from cli import main
 from cli.common import EXIT_REDIS
 from store.config import Settings
-from store.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob
+from store.jobstore import DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import JobKeys
 from store.queues import send_chunks
 
@@ -54,11 +54,15 @@ def test_fetch_refuses_to_overwrite_the_inputs(redis_server, tmp_path, monkeypat
 
 def finished_job(store: JobStore, target: str) -> str:
     """A finished one-document job whose stored target is `target`."""
+    writer = store.writer("tampered")
+    writer.document(0, DocumentRecord("/in/a.txt", "txt", target=target))
+    writer.window(0, 0, WindowRecord(()), '{"segments": [], "parts": []}')
+    writer.flush()
     store.create(
         NewJob(
             job_id="tampered",
-            documents=[DocumentRecord("/in/a.txt", "txt", (0,), target=target)],
-            layouts=['{"segments": [], "parts": []}'],
+            documents=1,
+            segments=0,
             total=1,
             chunks=1,
             out="",

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 from click.testing import CliRunner, Result
@@ -36,9 +38,10 @@ from distributed_support import (
 
 from cli import main
 from models.translator import Translator
+from producer import defaults
 from producer.documents import ReadOptions
 from producer.files import plan_files
-from producer.inbox import run_inbox
+from producer.inbox import deliver_job, run_inbox
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -336,6 +339,93 @@ def test_fetch_report_and_status_flag_as_translate_does(cluster, translator, tmp
         status = cluster.cli("status", job_id).output
         assert f"flags        {counts} (in 3 of 3 finished documents)" in status
     assert cluster.store().info(job_id).hits == cluster.store().info(job_id).total
+
+
+def test_documents_of_several_windows_come_back_as_translate_writes_them(
+    cluster, translator, tmp_path, monkeypatch
+):
+    """Record files are submitted a window at a time (here 300 bytes) and fetched, followed
+    and flagged window after window, exactly as `transqueue translate` writes them."""
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 300)
+    inputs = write_corpus(tmp_path / "in", "windows", 90)
+    expected_report = tmp_path / "expected.jsonl"
+    args = [
+        "translate",
+        *map(str, inputs),
+        "--out",
+        str(tmp_path / "expected"),
+        "--report",
+        str(expected_report),
+    ]
+    cluster.cli(*args, *sum((["--field", f] for f in FIELDS), []))
+    job_id = submit_files(cluster, inputs, tmp_path / "out")
+    store = cluster.store()
+    windows = {Path(r.name).name: r.windows for r in store.documents(job_id)}
+    assert windows["guide.md"] == 1 and windows["notes.txt"] > 3 and windows["records.jsonl"] > 3
+    report = tmp_path / "report.jsonl"
+    followed = cluster.cli("fetch", job_id, "--follow", "--report", str(report))
+    assert "3 of 3 documents written" in followed.output
+    assert_same_files(tmp_path / "out", tmp_path / "expected")
+    assert report.read_text() == expected_report.read_text()
+    info = cluster.wait_job(job_id)
+    assert info.total < info.segments  # sentences repeated across windows and documents: sent once
+    assert_settled_once(store, info)
+
+    inbox, outbox = tmp_path / "in", tmp_path / "outbox"  # and through an inbox, delivered
+    entry = InboxEntry("windows", str(inbox), str(outbox), 60, fields=FIELDS)
+    run = run_inbox(store, entry)
+    assert cluster.wait_job(run.job).hits == info.total  # all from the translation memory
+    deliver_job(store, run.job, {"windows": entry})
+    assert store.runs.get("windows", run.run_id).state == DELIVERED
+    mirrored = translate_locally([inbox], tmp_path / "mirrored", translator, ReadOptions(FIELDS))
+    assert_same_files(outbox, mirrored)
+
+
+def test_parquet_through_a_job_comes_back_as_translate_writes_it(cluster, translator, tmp_path):
+    """A job stores a Parquet file's cells, not its table: fetch reads the file again, and
+    only if it is unchanged (where it was submitted from, or a --source file)."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    said = sentences("parquet", 20)
+    table = pa.table(
+        {
+            "id": pa.array(range(22), pa.int64()),
+            "text": pa.array([*said, None, said[0]], pa.string()),
+            "note": pa.array([f"Keep {i}." for i in range(22)], pa.large_string()),
+        },
+        metadata={b"origin": b"test"},
+    )
+    pq.write_table(table, inputs / "data.parquet", row_group_size=8, compression="zstd")
+    out = tmp_path / "out"
+    job_id = cluster.cli("submit", str(inputs / "data.parquet"), "--column", "text", "--out", str(out)).output
+    info = cluster.wait_job(job_id.strip())
+    assert (info.state, info.documents, info.total) == (DONE, 1, 20)
+    assert cluster.store().documents(info.job_id)[0].windows == 3  # one a row group
+    cluster.cli("fetch", info.job_id)
+    options = ReadOptions(columns=("text",))
+    expected = translate_locally([inputs / "data.parquet"], tmp_path / "expected", translator, options)
+    assert_same_files(out, expected)
+    assert pq.read_table(out / "data.zh.parquet").column("note") == table.column("note")
+
+    moved = tmp_path / "elsewhere.parquet"
+    (inputs / "data.parquet").rename(moved)
+    failed = cluster.cli("fetch", info.job_id, "--out", str(tmp_path / "out2"), code=1)
+    assert f"error: {inputs / 'data.parquet'}: the Parquet file it was read from" in failed.output
+    assert "No such file or directory; pass that file with --source FILE" in failed.output
+    assert "0 of 1 documents written" in failed.output and not (tmp_path / "out2").exists()
+    cluster.cli("fetch", info.job_id, "--out", str(tmp_path / "out2"), "--source", str(moved))
+    assert_same_files(tmp_path / "out2", expected)
+
+    inbox, outbox = tmp_path / "inbox", tmp_path / "outbox"  # an inbox with columns
+    inbox.mkdir()
+    moved.rename(inbox / "data.parquet")
+    entry = InboxEntry("tables", str(inbox), str(outbox), 60, columns=("text",))
+    run = run_inbox(cluster.store(), entry)
+    assert cluster.wait_job(run.job).hits == 20
+    deliver_job(cluster.store(), run.job, {"tables": entry})
+    assert cluster.store().runs.get("tables", run.run_id).state == DELIVERED
+    mirrored = translate_locally([inbox], tmp_path / "mirrored", translator, options)
+    assert_same_files(outbox, mirrored)
 
 
 def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
+import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from producer import inbox
 from producer.files import FileTask, plan_files
 from producer.inbox import deliver_job, run_inbox
+from producer.jobs import JobBuilder
 from producer.schedule import InboxEntry
 from store import defaults
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore
+from store.jobstore import JobStore
 from store.keys import InboxKeys, JobKeys
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
 
@@ -60,13 +65,13 @@ def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
 
 
 def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeypatch):
-    submit = inbox.submit
+    submit = JobBuilder.submit
 
     def submit_after_the_lock_expired(*args, **kwargs):
         store.client.delete("tq:inbox:docs:lock")
         return submit(*args, **kwargs)
 
-    monkeypatch.setattr(inbox, "submit", submit_after_the_lock_expired)
+    monkeypatch.setattr(JobBuilder, "submit", submit_after_the_lock_expired)
     run = run_inbox(store, entry)  # releasing a lock that is not ours anymore must not raise
     assert run.state == SUBMITTED and "the lock expired during the run" in run.message
     assert store.runs.list("docs") == [run]
@@ -92,7 +97,7 @@ def test_a_stored_target_outside_the_outbox_is_refused(store, entry, tmp_path):
     run = run_inbox(store, entry)
     finish(store, run.job)
     (record,) = store.documents(run.job)
-    escaped = DocumentRecord(record.name, record.fmt, record.slots, target="../../escaped.jsonl")
+    escaped = dataclasses.replace(record, target="../../escaped.jsonl")
     store.client.hset(JobKeys(run.job).docs, "0", escaped.to_json())
     deliver_job(store, run.job, {"docs": entry})
     (failed,) = store.runs.list("docs")
@@ -140,9 +145,34 @@ def test_compressed_tables_are_delivered_compressed_with_their_columns_translate
     entry = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("body",))
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["rows.csv.gz"]
-    assert "a Parquet file is translated by `transqueue translate` only" in run.invalid["t.parquet"]
+    assert "t.parquet: not a readable Parquet file" in run.invalid["t.parquet"]
     assert [record.columns for record in store.documents(run.job)] == [("body",)]
     finish(store, run.job)
     deliver_job(store, run.job, {"tables": entry})
     delivered = gzip.decompress((tmp_path / "outbox" / "rows.csv.gz").read_bytes()).decode()
     assert delivered == 'id,body,note\r\n1,"译0",keep\r\n2,,"also, kept"\r\n'
+
+
+def test_a_parquet_file_is_delivered_from_the_inbox_only_while_unchanged(store, tmp_path):
+    inbox_dir, outbox = tmp_path / "tables", tmp_path / "outbox"
+    inbox_dir.mkdir()
+    pq.write_table(pa.table({"body": ["Hello there.", None], "n": [1, 2]}), inbox_dir / "t.parquet")
+    entry = InboxEntry("pq", str(inbox_dir), str(outbox), 60, columns=("body",))
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["t.parquet"]
+    finish(store, run.job)
+    pq.write_table(pa.table({"body": ["Changed."], "n": [3]}), inbox_dir / "t.parquet")
+    deliver_job(store, run.job, {"pq": entry})
+    delivered = store.runs.get("pq", run.run_id)
+    assert delivered.state == DELIVERED and not outbox.exists()
+    assert f"{inbox_dir / 't.parquet'}: the Parquet file it was read from" in delivered.message
+    assert re.search(
+        r"t\.parquet has [\d,]+ bytes \(not delivered; submitted again at the next run\)$", delivered.message
+    )
+    again = run_inbox(store, entry)
+    assert again.state == SUBMITTED and list(again.files) == ["t.parquet"]
+    finish(store, again.job)
+    deliver_job(store, again.job, {"pq": entry})
+    table = pq.read_table(outbox / "t.parquet")
+    assert table.column("body").to_pylist() == ["译0"] and table.column("n").to_pylist() == [3]
+    assert run_inbox(store, entry).state == NOTHING_NEW

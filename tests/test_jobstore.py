@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import unicodedata
 
 import pytest
 
+from store import defaults
 from store.config import Settings
 from store.jobstore import (
     CANCELLED,
@@ -20,6 +22,7 @@ from store.jobstore import (
     JobKeys,
     JobStore,
     NewJob,
+    WindowRecord,
     tm_key,
 )
 
@@ -35,12 +38,15 @@ def store(redis_server):
 
 
 def make_job(store: JobStore, job_id: str = "job1", total: int = 3) -> str:
-    doc = DocumentRecord("a.txt", "txt", tuple(range(total)))
+    writer = store.writer(job_id)
+    writer.document(0, DocumentRecord("a.txt", "txt"))
+    writer.window(0, 0, WindowRecord(tuple(range(total)), 7), "stored layout")
+    writer.flush()
     store.create(
         NewJob(
             job_id=job_id,
-            documents=[doc],
-            layouts=["stored layout"],
+            documents=1,
+            segments=total,
             total=total,
             chunks=1,
             out="/out",
@@ -67,11 +73,47 @@ def test_create_stores_the_job_with_ttls(store):
     make_job(store)
     info = store.info("job1")
     assert (info.state, info.total, info.documents, info.segments, info.out) == (QUEUED, 3, 1, 3, "/out")
-    record, layout = store.document("job1", 0)
-    assert record.slots == (0, 1, 2) and layout == "stored layout"
-    for key in (JobKeys("job1").meta, JobKeys("job1").docs, JobKeys("job1").layouts):
+    assert store.document("job1", 0) == DocumentRecord("a.txt", "txt", windows=1)
+    assert store.window("job1", 0, 0) == WindowRecord((0, 1, 2), first_line=7)
+    assert store.layout("job1", 0, 0) == "stored layout"
+    keys = JobKeys("job1")
+    for key in (keys.meta, keys.docs, keys.windows, keys.layouts):
         assert 0 < store.client.ttl(key) <= 500
     assert store.job_ids() == ["job1"]
+
+
+def test_a_document_dropped_part_way_and_a_discarded_job_leave_nothing(store, monkeypatch):
+    monkeypatch.setattr(defaults, "CHUNKS_READ_AT_ONCE", 2)
+    monkeypatch.setattr(defaults, "WRITE_BATCH_BYTES", 8)
+    keys, writer = JobKeys("j"), store.writer("j")
+    writer.window(0, 0, WindowRecord((0,)), "w0")
+    writer.chunks(0, [[(0, "A.")]])
+    writer.document(0, DocumentRecord("a.txt", "txt"))
+    writer.window(1, 0, WindowRecord((1, 2)), "w1")
+    assert store.client.hkeys(keys.windows) == ["0:0", "1:0"]  # sent once 8 bytes wait
+    writer.window(1, 1, WindowRecord((3,)), "w2")
+    writer.chunks(1, [[(1, "B."), (2, "C.")], [(3, "D.")]])
+    writer.drop_document(1, 2, range(1, 3))  # document 1 failed in its third window
+    writer.flush()
+    for key in (keys.docs, keys.windows, keys.layouts, keys.chunks):  # even if submit dies now
+        assert 0 < store.client.ttl(key) <= 500
+    assert store.client.hkeys(keys.windows) == store.client.hkeys(keys.layouts) == ["0:0"]
+    assert list(store.chunks("j", 3)) == [(0, [[0, "A."]])]
+    writer.chunks(1, [[(1, "E.")], [(2, "F.")], [(3, "G.")]])
+    writer.flush()
+    assert [n for n, _ in store.chunks("j", 4)] == [0, 1, 2, 3]  # read two at a time, in order
+    store.discard("j")
+    assert not any(store.client.exists(key) for key in keys.all())
+
+
+def test_a_record_of_another_version_is_a_corrupt_record(store):
+    old = json.dumps({"name": "a.txt", "fmt": "txt", "slots": [0], "fields": [], "reflow": False})
+    store.client.hset(JobKeys("old").docs, "0", old)
+    with pytest.raises(CorruptRecord, match="tq:job:old:docs field 0 is not a record of this transqueue"):
+        store.document("old", 0)
+    store.client.hset(JobKeys("old").windows, "0:0", "[0, 1]")
+    with pytest.raises(CorruptRecord, match="tq:job:old:windows field 0:0"):
+        store.window("old", 0, 0)
 
 
 def test_each_slot_counts_once_and_the_last_write_finalizes(store):

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.jobstore import JobStore, NewJob
 from store.keys import RUNNING_KEY, JobKeys
 from store.leases import BUSY, GONE, STARTED, Sweeper, held
 from store.queues import queue_length
@@ -26,8 +26,8 @@ def store(redis_server):
     store.create(
         NewJob(
             job_id="j",
-            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
-            layouts=["x"],
+            documents=1,
+            segments=2,
             total=2,
             chunks=3,
             out="",
@@ -95,16 +95,18 @@ def test_the_sweeper_forgets_runs_of_gone_jobs(store):
 
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     store.client.delete(JobKeys("j").meta)
+    writer = store.writer("s")
+    writer.chunks(0, [[(0, "One.")], [(1, "Two.")]])
+    writer.flush()
     store.create(
         NewJob(
             job_id="s",
-            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
-            layouts=["x"],
+            documents=1,
+            segments=2,
             total=2,
             chunks=2,
             out="",
             origin="files",
-            chunk_items=[[(0, "One.")], [(1, "Two.")]],
         )
     )
     store.record("s", 0, "One.", "一。", fingerprint="f", hit=False)
@@ -114,4 +116,4 @@ def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     assert first.stalls(now=31.0, after=30.0) == ["s"]
     assert second.stalls(now=31.0, after=30.0) == []  # one sweeper sends them
     assert queue_length(store.settings, "leases-test") == 1  # chunk 1 only: chunk 0 is settled
-    assert store.unsettled_chunks("s") == [(1, [[1, "Two."]])]
+    assert list(store.unsettled_chunks("s")) == [(1, [[1, "Two."]])]

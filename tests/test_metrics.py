@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.jobstore import JobStore, NewJob
 from store.queues import send_chunks
 from worker.metrics import JobMetrics
 
@@ -19,8 +19,8 @@ def test_job_metrics_and_queue_length(redis_server):
     store.create(
         NewJob(
             job_id="j1",
-            documents=[DocumentRecord("a.txt", "txt", (0, 1, 2, 3))],
-            layouts=["x"],
+            documents=1,
+            segments=4,
             total=4,
             chunks=1,
             out="",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,12 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from producer.documents import PARQUET_TRANSLATE_ONLY, ReadOptions
+from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask
-from producer.jobs import file_sources
+from producer.jobs import JobBuilder, OriginalMissing, Source, iter_documents, write_document
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
+from store.config import Settings
+from store.jobstore import JobStore
 from tests.test_documents import sentence_text
 from tests.test_streaming import FakeTranslator, translated
+
+pytest_plugins = ["distributed_support"]
 
 OPTIONS = ReadOptions(columns=("text", "2"))
 CELLS = st.one_of(st.none(), sentence_text(), st.text(max_size=20))
@@ -127,16 +132,74 @@ def test_parquet_errors_name_the_file_before_anything_is_translated(tmp_path, na
     )
 
 
-def test_submit_says_parquet_is_for_translate(tmp_path):
-    write_table(tmp_path / "t.parquet", ["Hi there."], ["x"], group=1)
-    errors: list[str] = []
-    assert (
-        file_sources(
-            [FileTask(tmp_path / "t.parquet", tmp_path / "out" / "t.parquet")],
-            tmp_path / "out",
-            OPTIONS,
-            errors,
-        )
-        == []
+def test_cells_keep_the_protected_spans_of_the_options(tmp_path):
+    write_table(tmp_path / "t.parquet", ["Ticket OPS-1234 is fixed."], [None], group=1)
+    _, translator = run(
+        tmp_path / "t.parquet",
+        tmp_path / "out.parquet",
+        ReadOptions(columns=("text",), protect=(r"OPS-\d+",)),
     )
-    assert errors == [f"{tmp_path / 't.parquet'}: {PARQUET_TRANSLATE_ONLY}"]
+    assert translator.calls == [["Ticket", "is fixed."]]
+
+
+@pytest.fixture
+def store(redis_server):
+    redis_server.client().flushdb()
+    return JobStore.from_settings(Settings(redis_url=redis_server.url))
+
+
+def test_a_job_stores_the_cells_and_writes_the_table_translate_writes(store, tmp_path):
+    source = tmp_path / "in" / "t.parquet"
+    source.parent.mkdir()
+    write_table(
+        source, ["Hello there. How are you?", None, "Fine.", "Hello there."], ["a", "b", None, "c"], group=3
+    )
+    job = JobBuilder(store, OPTIONS)
+    job.add(Source(str(source), "t.zh.parquet"))
+    job.writer.flush()
+    record = store.document(job.job_id, 0)
+    data = source.read_bytes()
+    assert (record.fmt, record.windows, record.columns) == ("parquet", 2, OPTIONS.columns)
+    assert (record.size, record.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert [store.window(job.job_id, 0, w).slots for w in range(2)] == [(0, 1, 2, 3, 4), (0, 5)]
+    job.submit(out="", origin="files")
+    sentences = {
+        slot: text for _, items in store.chunks(job.job_id, job.chunker.chunks) for slot, text in items
+    }
+    for slot, text in sentences.items():
+        store.record(job.job_id, slot, text, translated(text), fingerprint="f", hit=False)
+    (rendered,) = iter_documents(store, job.job_id, follow=False, poll_interval=0)
+    write_document(rendered, tmp_path / "job.parquet", [source])
+    run(source, tmp_path / "translate.parquet")
+    assert (tmp_path / "job.parquet").read_bytes() == (tmp_path / "translate.parquet").read_bytes()
+
+
+def test_the_original_must_be_unchanged_wherever_it_is_found(store, tmp_path):
+    source = tmp_path / "t.parquet"
+    write_table(source, ["Hello there."], ["a"], group=1)
+    job = JobBuilder(store, OPTIONS)
+    job.add(Source(str(source), "t.zh.parquet"))
+    job_id = job.submit(out="", origin="files")
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    store.record(job_id, 1, "a", "甲", fingerprint="f", hit=False)
+
+    def write(*originals: Path) -> None:
+        (rendered,) = iter_documents(store, job_id, follow=False, poll_interval=0)
+        write_document(rendered, tmp_path / "out.parquet", list(originals))
+
+    moved = tmp_path / "moved.parquet"
+    source.rename(moved)
+    with pytest.raises(OriginalMissing) as missing:
+        write(source)
+    assert str(missing.value).startswith(
+        f"{source}: the Parquet file it was read from ({moved.stat().st_size:,} bytes"
+    )
+    assert str(missing.value).endswith(f"was not found: {source}: No such file or directory")
+    write_table(source, ["Hello there!"], ["a"], group=1)  # same size, other content
+    with pytest.raises(OriginalMissing, match=f"{source} has other content; {tmp_path / 'x'}: No such file"):
+        write(source, tmp_path / "x")
+    write(source, moved)
+    assert pq.read_table(tmp_path / "out.parquet").column("text").to_pylist() == ["你好。"]
+    with pytest.raises(DocumentError, match="refusing to overwrite input"):
+        (rendered,) = iter_documents(store, job_id, follow=False, poll_interval=0)
+        write_document(rendered, moved, [moved])

@@ -8,7 +8,7 @@ import pytest
 
 from producer import layout
 from producer.documents import DocumentError, ReadOptions, parse_text
-from producer.stored_layout import dump_document, load_document
+from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 
 DOCUMENTS = [
     ("txt", ReadOptions(), "Hello there. How are you?\r\n\r\n  Fine, thanks!\r\nBye"),
@@ -94,3 +94,23 @@ def test_a_cut_for_length_is_stored_and_checked_when_read_back():
     data["segments"][0] = "12a"
     with pytest.raises(DocumentError, match="long.txt: stored document is malformed"):
         load_document(json.dumps(data), "long.txt")
+
+
+def test_a_row_group_s_cells_survive_with_their_nulls():
+    cells = [parse_text("Hello there. Bye.", "txt"), None, parse_text("", "txt"), parse_text("Fine.", "txt")]
+    stored = load_cells(dump_cells(cells), "t.parquet")
+    assert [None if c is None else [s.text for s in c.segments] for c in stored] == [
+        ["Hello there.", "Bye."],
+        None,
+        [],
+        ["Fine."],
+    ]
+    assert [None if c is None else c.render([s.text for s in c.segments]) for c in stored] == [
+        "Hello there. Bye.",
+        None,
+        "",
+        "Fine.",
+    ]
+    for bad in ('{"cells": 3}', "[]", '{"cells": [{"segments": []}]}', "{"):
+        with pytest.raises(DocumentError, match="t.parquet: stored (cells|document) (are|is) malformed"):
+            load_cells(bad, "t.parquet")

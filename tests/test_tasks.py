@@ -8,7 +8,7 @@ from celery.exceptions import Reject
 from distributed_support import RedisServer
 
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore, NewJob
+from store.jobstore import JobStore, NewJob
 from worker import tasks
 
 pytest_plugins = ["distributed_support"]
@@ -32,8 +32,8 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     store.create(
         NewJob(
             job_id="j",
-            documents=[DocumentRecord("a.txt", "txt", (0, 1))],
-            layouts=["x"],
+            documents=1,
+            segments=2,
             total=2,
             chunks=1,
             out="",

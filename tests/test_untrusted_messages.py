@@ -4,6 +4,7 @@ makes a process read or write a path that the message names."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, TRANSQUEUE_
 from producer.inbox import run_inbox
 from producer.schedule import load_schedule
 from store.config import Settings
-from store.jobstore import DocumentRecord, JobStore
+from store.jobstore import JobStore
 from store.keys import JobKeys
 from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client, model_key, model_queue
 from store.runs import FAILED
@@ -111,7 +112,7 @@ def test_a_delivery_never_writes_outside_the_configured_outbox(services):
     for slot in range(store.info(run.job).total):
         store.record(run.job, slot, "s", "译", fingerprint="f", hit=False)
     (record,) = store.documents(run.job)
-    escaped = DocumentRecord(record.name, record.fmt, record.slots, target="../../escaped.jsonl")
+    escaped = dataclasses.replace(record, target="../../escaped.jsonl")
     store.client.hset(JobKeys(run.job).docs, "0", escaped.to_json())
     store.client.hset(JobKeys(run.job).meta, "out", "/tmp")  # ignored: the outbox is configured
     send(services, DELIVER_TASK, [run.job])

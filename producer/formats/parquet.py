@@ -1,25 +1,32 @@
 """Parquet tables: translate string columns row group by row group (pyarrow, the ``parquet`` extra).
 
 Each row group is read, its selected cells (laid out like ``.txt`` documents, one unit per
-line) translated in one call, and written as one row group of a new file with the input's
-schema (metadata included) and compression codec, in the same order; every other column is
-written back as read. The new file is renamed over the target at the end, so no reader sees
-a partial one. Memory is about one row group, whatever the size of the file.
+line, with the protected spans of the options) translated in one call, and written as one
+row group of a new file with the input's schema (metadata included) and compression codec,
+in the same order; every other column is written back as read. The new file is renamed
+over the target at the end, so no reader sees a partial one. Memory is about one row group,
+whatever the size of the file.
+
+A job (`producer.jobs`) stores only the cells of each row group (`cells`), with the size and
+sha256 of the file (`opened`), and at fetch writes the table again from that file, found and
+checked anew, with the translated cells (`write_cells`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from producer.documents import Document, DocumentError, ReadOptions, parse_text
 from producer.formats.table import column_indexes
-from producer.inputs import check_regular
+from producer.inputs import check_regular, file_digest, open_regular
 
 Translate = Callable[[Document], list[str]]
+Cells = list[Document | None]
 
 
 def _pyarrow() -> Any:
@@ -42,14 +49,67 @@ class ParquetDocument:
     def check(self) -> None:
         """DocumentError now for missing options, columns that are not there or not strings,
         a compressed (``.gz``/``.zst``) Parquet file, or a file that is not Parquet."""
-        self._columns(self._open())
+        self._columns(self._open(self.path))
 
     def write(self, target: Path, translate: Translate) -> None:
         """Translate the selected columns with ``translate`` (the translation of each segment
         of a document) and write the table to ``target`` atomically."""
-        pa = _pyarrow()
-        source = self._open()
+        source = self._open(self.path)
         columns = self._columns(source)
+
+        def translated(table: Any) -> Any:
+            cells = self._cells(table, columns)
+            return _with_cells(table, columns, render_cells(cells, translate(cells_document(cells))))
+
+        self._rewrite(source, target, translated)
+
+    @contextmanager
+    def opened(self) -> Iterator[tuple[Any, tuple[int, str]]]:
+        """The file (a ``pyarrow.parquet.ParquetFile``, checked as ``check`` does) and its size
+        and sha256, read through the one handle it is read with, so that a file replaced
+        meanwhile is never taken for it."""
+        self._columns(self._open(self.path))  # options, suffix and kind of file first
+        with open_regular(self.path) as handle:
+            original = file_digest(handle)
+            handle.seek(0)
+            yield self._open(handle), original
+
+    def cells(self, source: Any) -> Iterator[Cells]:
+        """The cells of the selected columns of each row group of ``source`` (``opened``),
+        parsed, column after column; only those columns are read."""
+        columns = self._columns(source)
+        names = [source.schema_arrow.names[index] for index in columns]
+        for group in range(source.metadata.num_row_groups):
+            yield self._cells(source.read_row_group(group, columns=names), range(len(columns)))
+
+    def write_cells(self, source: Any, target: Path, groups: Iterator[list[str | None]]) -> None:
+        """Write ``source`` (``opened``) to ``target`` atomically with the selected cells of
+        each row group replaced by the next of ``groups``; DocumentError when they do not
+        match its row groups."""
+        columns = self._columns(source)
+
+        def rebuilt(table: Any) -> Any:
+            values = next(groups, None)
+            if values is None or len(values) != len(columns) * table.num_rows:
+                raise DocumentError(f"{self.path}: the stored cells do not match its row groups")
+            return _with_cells(table, columns, values)
+
+        self._rewrite(source, target, rebuilt)
+        if next(groups, None) is not None:
+            raise DocumentError(f"{self.path}: more row groups stored than it has")
+
+    def _cells(self, table: Any, columns: Sequence[int]) -> Cells:
+        options = ReadOptions(protect=self.options.protect)
+        return [
+            None if value is None else parse_text(value, "txt", options, self.path)
+            for index in columns
+            for value in table.column(index).to_pylist()
+        ]
+
+    def _rewrite(self, source: Any, target: Path, change: Callable[[Any], Any]) -> None:
+        """Write each row group of ``source``, through ``change``, as one row group of a
+        new file with its schema and codec, renamed over ``target`` at the end."""
+        pa = _pyarrow()
         metadata = source.metadata
         codec = metadata.row_group(0).column(0).compression if metadata.num_row_groups else "SNAPPY"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -57,14 +117,13 @@ class ParquetDocument:
         try:
             with pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codec) as writer:
                 for group in range(metadata.num_row_groups):
-                    table = source.read_row_group(group)
-                    table = _translated(pa, table, columns, translate, self.path)
+                    table = change(source.read_row_group(group))
                     writer.write_table(table, row_group_size=max(1, table.num_rows))
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
 
-    def _open(self) -> Any:
+    def _open(self, where: Path | Any) -> Any:
         pa = _pyarrow()
         if not self.options.columns:
             raise DocumentError(f"{self.path}: a Parquet document needs at least one column (--column)")
@@ -72,7 +131,7 @@ class ParquetDocument:
             raise DocumentError(f"{self.path}: a Parquet file is compressed inside; read it uncompressed")
         check_regular(self.path)
         try:
-            return pa.parquet.ParquetFile(self.path)
+            return pa.parquet.ParquetFile(where)
         except (pa.ArrowException, OSError) as error:
             raise DocumentError(f"{self.path}: not a readable Parquet file ({error})") from None
 
@@ -87,19 +146,25 @@ class ParquetDocument:
         return indexes
 
 
-def _translated(pa: Any, table: Any, columns: Sequence[int], translate: Translate, path: Path) -> Any:
-    """``table`` with the string cells of ``columns`` translated, in one ``translate`` call."""
-    cells: list[Document | None] = []
-    for index in columns:
-        for value in table.column(index).to_pylist():
-            cells.append(None if value is None else parse_text(value, "txt", path=path))
+def cells_document(cells: Sequence[Document | None]) -> Document:
+    """One document of the segments of every cell, in order, numbered through (what a row
+    group sends to the model, and what its quality flags are checked on)."""
     segments = [segment for cell in cells if cell is not None for segment in cell.segments]
-    translations = iter(translate(Document(path, segments)))
-    rendered = [
-        None if cell is None else cell.render([next(translations) for _ in cell.segments]) for cell in cells
-    ]
+    return Document(None, [replace(segment, index=i) for i, segment in enumerate(segments)])
+
+
+def render_cells(cells: Sequence[Document | None], translations: Sequence[str]) -> list[str | None]:
+    """Each cell rendered with its segments' translations (``translations``: those of
+    ``cells_document``, in order); a null cell stays null."""
+    remaining = iter(translations)
+    return [None if cell is None else cell.render([next(remaining) for _ in cell.segments]) for cell in cells]
+
+
+def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]) -> Any:
+    """``table`` with the cells of ``columns`` (column after column) set to ``values``."""
+    pa = _pyarrow()
     for n, index in enumerate(columns):
         field = table.schema.field(index)
-        values = rendered[n * table.num_rows : (n + 1) * table.num_rows]
-        table = table.set_column(index, field, pa.array(values, type=field.type))
+        column = values[n * table.num_rows : (n + 1) * table.num_rows]
+        table = table.set_column(index, field, pa.array(column, type=field.type))
     return table
