@@ -59,13 +59,14 @@ class Model:
     parameters: dict
 
 
+DEMO = {"checkpoint": str(DEFAULT_OUT)}
 MODELS = {
     "demo": Model(
         "demo",
         400,
         lambda: DEFAULT_OUT,
-        lambda quantize: bundle(WORK, "demo-bundle", DEFAULT_OUT, {"checkpoint": str(DEFAULT_OUT)}, quantize),
-        {"checkpoint": str(DEFAULT_OUT)},
+        lambda quantize: bundle(WORK, "demo-bundle", DEFAULT_OUT, DEMO, quantize),
+        DEMO,
     ),
     "opus-sized": Model("opus-sized", 400, opus_sized.checkpoint, opus_sized.bundle, opus_sized.parameters()),
 }
