@@ -2,13 +2,15 @@
 
     python bench/bench_memory.py [--work build/opus-sized] [--record FILE]
 
-The real opus-mt-en-zh cannot be downloaded here, so this builds a random MarianMTModel
-with its exact shapes (vocab 65001, d_model 512, 6+6 layers, 8 heads, FFN 2048, tied
-embeddings), exports it with `transqueue export --skip-validation` (fp32 + int8), and
-then, in fresh processes, loads a Translator (ready: imports, sessions, hash check, warm-up) and
-translates the 56 regression sentences (every one runs to the length cap with random
-weights: the longest caches), reporting the start-up seconds and peak RSS for each
-precision and batch size. A worker process must stay under 512 MB.
+The real opus-mt-en-zh cannot be downloaded here, so this uses the stand-in of
+bench/opus_sized.py: a random MarianMTModel with its exact shapes (vocab 65001, d_model 512,
+6+6 layers, 8 heads, FFN 2048, tied embeddings) whose eos row and bias are fitted so that
+outputs end naturally after about 0.55 × source ids (the 56 regression sentences: 5–58
+tokens, none at the length cap), exported without validation (fp32 + int8; both cached under
+--work, keyed by their parameters). Then, in fresh processes, it loads a Translator (ready:
+imports, sessions, hash check, warm-up) and translates the 56 regression sentences,
+reporting the ready seconds, the RSS when ready and the peak RSS for each precision and
+batch size. A worker process must stay under 512 MB.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+import opus_sized  # noqa: E402
 from report import publish  # noqa: E402
 
-OPUS_SHAPES = dict(d_model=512, layers=6, heads=8, ffn_dim=2048)
-OPUS_VOCAB = 65001
+from models.builder.export import size_report  # noqa: E402
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of this (torch-
 # holding) process would report the parent's peak.
@@ -48,41 +50,14 @@ print(json.dumps({"peak_rss_mb": megabytes("VmHWM"), "ready_rss_mb": ready_rss, 
 CASES = (("int8", 32), ("int8", 8), ("int8", 1), ("fp32", 32))
 
 
-def build_checkpoint(directory: Path) -> None:
-    """A random opus-mt-en-zh-shaped checkpoint, with the tiny tokenizers padded to 65001."""
-    import torch
-    from conftest import build_tiny_marian
-    from transformers import MarianMTModel
-
-    from models.builder.marian_dir import PAD, marian_config, marian_generation_config
-
-    build_tiny_marian(directory)
-    vocab = json.loads((directory / "vocab.json").read_text())
-    del vocab[PAD]
-    while len(vocab) < OPUS_VOCAB - 1:
-        vocab[f"▁filler{len(vocab)}"] = len(vocab)
-    vocab[PAD] = len(vocab)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
-    torch.manual_seed(0)
-    model = MarianMTModel(marian_config(vocab, **OPUS_SHAPES)).eval()
-    model.generation_config = marian_generation_config(vocab)
-    model.save_pretrained(directory)
-
-
 def main() -> None:
     """Build (once), export (once) and measure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, default=ROOT / "build" / "opus-sized")
+    parser.add_argument("--work", type=Path, default=opus_sized.WORK)
     parser.add_argument("--record", type=Path)
     args = parser.parse_args()
-    checkpoint, bundle = args.work / "checkpoint", args.work / "bundle"
-    if not (checkpoint / "model.safetensors").exists():
-        build_checkpoint(checkpoint)
-    if not (bundle / "bundle.json").exists():
-        from models.builder.export import ExportOptions, export, size_report
-
-        manifest = export(str(checkpoint), bundle, ExportOptions(validate=False))
-        print(size_report(bundle, manifest))
+    bundle = opus_sized.bundle(work=args.work)
+    print(size_report(bundle, json.loads((bundle / "bundle.json").read_text())))
     lines = [
         "| decoder | max_batch | ready from process start (s) | RSS when ready (MB) "
         "| peak RSS of one Translator process, 2 threads (MB) |",
