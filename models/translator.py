@@ -248,7 +248,7 @@ class Translator:
         """Translate `sentences` in order, one result per sentence, as they complete.
 
         Up to `batching.read_ahead` sentences are read ahead and cut into batches of
-        equal source length; `threads` batches are decoded side by side, and the next
+        one padded source length; `threads` batches are decoded side by side, and the next
         window is started before the results of the previous one are handed out.
         """
         iterator = iter(sentences)

@@ -1,8 +1,8 @@
 """How a job's distinct sentences are cut into chunks for the workers.
 
-A worker decodes a chunk as batches of rows of one exact source length
-(`models.batching`), so a chunk of sentences of equal token length decodes in a few full
-batches, and one of mixed lengths in many small ones. Within each window of
+A worker decodes a chunk as batches of rows of one padded source length (a multiple of
+8 ids, `models.batching`), so a chunk of sentences of similar token length decodes in a
+few full batches, and one of mixed lengths in many small ones. Within each window of
 `defaults.CHUNK_SORT_WINDOW` sentences the sentences are therefore ordered by their
 source token length before the window is cut into chunks; windows keep the job in input
 order, so the first documents still finish first. Slots never change: only which
