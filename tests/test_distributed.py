@@ -443,10 +443,13 @@ def test_stdin_jsonl_comes_back_in_order_with_follow(cluster, translator):
 
 
 def submit_sleepy(cluster: Cluster, tmp_path: Path, tag: str, count: int = 60) -> tuple[str, list[Path]]:
-    """A job with one sentence that the workers hold for POISON_SLEEP seconds."""
+    """A job with one sentence that the workers hold for POISON_SLEEP seconds.
+
+    The sentence names `tag`: a sentence an earlier test translated would be a hit in the
+    translation memory, settled without reaching the model (and its sleep)."""
     inputs = write_corpus(tmp_path / "in", tag, count)
     with inputs[0].open("ab") as txt:
-        txt.write(f"The {SLEEPY} sleeps in the teapot.\r\n".encode())
+        txt.write(f"The {SLEEPY} sleeps in the {tag} teapot.\r\n".encode())
     return submit_files(cluster, inputs, tmp_path / "out"), inputs
 
 
