@@ -2,14 +2,16 @@
 
 Encoding follows MarianTokenizer: source.spm pieces are mapped to ids through
 vocab.json (unknown pieces become `<unk>`), `</s>` is appended, and the target-language
-token, when the bundle has one, is put first. Decoding maps ids back to pieces and
+token, when the bundle has one, is put first. vocab.json is not loaded for it: the target
+tokenizer's word-level vocabulary is vocab.json (`models.builder.tokenizer_convert`), so
+its `token_to_id` is that map, held once in Rust instead of a second time as a Python dict
+(16 MB at opus-mt size). Decoding maps ids back to pieces and
 applies target.spm's decoding, then strips, as MarianTokenizer.decode does with
 skip_special_tokens=True.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +25,12 @@ class MarianCodec:
         self,
         source_file: Path,
         target_file: Path,
-        vocab_file: Path,
         eos_id: int,
         unk_id: int,
         prefix_ids: tuple[int, ...] = (),
     ) -> None:
         self._source = Tokenizer.from_file(str(source_file))
         self._target = Tokenizer.from_file(str(target_file))
-        self._vocab: dict[str, int] = json.loads(vocab_file.read_text(encoding="utf-8"))
         self.eos_id = eos_id
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
@@ -41,7 +41,8 @@ class MarianCodec:
 
     def piece_ids(self, pieces: list[str]) -> list[int]:
         """Vocabulary ids of source pieces; a piece missing from vocab.json is `<unk>`."""
-        return [self._vocab.get(piece, self.unk_id) for piece in pieces]
+        found = map(self._target.token_to_id, pieces)
+        return [self.unk_id if id_ is None else id_ for id_ in found]
 
     def encode(self, text: str) -> np.ndarray:
         """Source ids of `text`: [language token] + pieces + [eos], as int64."""

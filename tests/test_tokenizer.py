@@ -15,7 +15,7 @@ DEMO_CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "che
 
 def _codec(model_dir: Path, out: Path) -> MarianCodec:
     convert(model_dir, out)
-    return MarianCodec(out / "source.tokenizer.json", out / "target.tokenizer.json", out / "vocab.json", 0, 1)
+    return MarianCodec(out / "source.tokenizer.json", out / "target.tokenizer.json", 0, 1)
 
 
 def _assert_parity(model_dir: Path, out: Path, texts: list[str]) -> None:
