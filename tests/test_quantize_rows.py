@@ -22,8 +22,9 @@ def row_quantized_matmul(weight: np.ndarray, levels: int) -> ort.InferenceSessio
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
-    """The row scheme in numpy, integer part in int64 (exact)."""
+def exact_parts(x: np.ndarray, weight: np.ndarray, levels: int) -> tuple[np.ndarray, ...]:
+    """The row scheme in numpy: (integer part computed in int64, as float32; row scales;
+    weight scales)."""
     w_scale = (np.abs(weight).max(axis=0) / levels).astype(np.float32)
     w_q = np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int64)
     low = np.minimum(x.min(axis=-1, keepdims=True), 0)
@@ -32,6 +33,12 @@ def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
     zero = np.rint(-(low / scale))
     q = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64)
     exact = (q @ w_q - zero.astype(np.int64) * w_q.sum(axis=0)).astype(np.float32)
+    return exact, scale, w_scale
+
+
+def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
+    """`matmul`'s result: the exact integer part times (row scale · weight scale)."""
+    exact, scale, w_scale = exact_parts(x, weight, levels)
     return exact * (scale * w_scale)
 
 
@@ -62,3 +69,45 @@ def test_weight_levels_beyond_exact_int16_sums_are_refused():
     assert max_exact_weight_level() == 64
     with pytest.raises(ValueError, match="exact u8s8"):
         RowQuantizer(graph, 65)
+
+
+def lm_head_session(weight: np.ndarray, levels: int) -> ort.InferenceSession:
+    """`RowQuantizer.matmul_rows` (the lm_head's form) over a 2-D input."""
+    rows, columns = weight.shape
+    w_scale = (np.abs(weight).max(axis=0) / levels).astype(np.float32)
+    w_q = np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int8)
+    graph = helper.make_graph(
+        [],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", columns])],
+        [numpy_helper.from_array(w_q, "w"), numpy_helper.from_array(w_scale, "w.scale")],
+    )
+    quantizer = RowQuantizer(graph, levels)
+    graph.node.extend(quantizer.matmul_rows("x", w_q, "w", "w.scale", "y"))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_the_lm_head_form_keeps_the_integer_part_exact_and_rows_independent():
+    rng = np.random.default_rng(2)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((512, 300)).astype(np.float32)
+    weight[:, 0] = 1.0  # the widest integer sums: 512 · 255 · 64
+    x = (rng.standard_normal((33, 512)) * rng.uniform(0.01, 100, (33, 1))).astype(np.float32)
+    x[0] = 1.0
+    session = lm_head_session(weight, levels)
+    together = session.run(None, {"x": x})[0]
+    exact, scale, w_scale = exact_parts(x, weight, levels)
+    assert np.array_equal(together, exact * scale * w_scale)  # (exact · row scale) · weight scale
+    for row in range(33):
+        assert session.run(None, {"x": x[row : row + 1]})[0].tobytes() == together[row : row + 1].tobytes()
+
+
+def test_the_lm_head_form_refuses_sums_float32_cannot_hold_exactly():
+    levels = max_exact_weight_level()
+    graph = helper.make_graph([], "g", [], [])
+    too_wide = np.full((1100, 4), levels, dtype=np.int8)  # 1100 · 255 · 64 > 2^24
+    with pytest.raises(ValueError, match="not exact in float32"):
+        RowQuantizer(graph, levels).matmul_rows("x", too_wide, "w", "w.scale", "y")

@@ -8,9 +8,13 @@ Two schemes, `QuantizeOptions.scheme`:
   per activation tensor (across the batch), as transqueue did before batching.
 
 Either way the tied embedding/lm_head matrix is stored once, as int8 with one scale per
-vocabulary row, laid out [d_model, vocab]: the lm_head reads it through MatMulInteger and
-the embedding lookup gathers its columns (for "tensor", `quantize_embeddings=False`
-keeps it fp32 instead). Export-time only.
+vocabulary row, laid out [vocab, d_model]: the embedding lookup gathers its rows, and the
+lm_head reads it through a Transpose that ONNX Runtime folds into a constant when the
+session is created, then prepacks for MatMulInteger and frees. So a decoder session holds
+one prepacked copy plus the looked-up rows of the mapped file, where a [d_model, vocab]
+layout (the lookup gathering columns) kept the whole matrix resident a second time: 31 MB
+less at opus-mt size (for "tensor", `quantize_embeddings=False` keeps it fp32 instead).
+Export-time only.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from models.builder import defaults
 from models.builder.quantize_rows import RowQuantizer, quantize_matmuls
 
 EMBEDDING = "embed_tokens.weight"
-EMBEDDING_INT8, EMBEDDING_SCALE = "embed_tokens.int8_t", "embed_tokens.row_scale"
+EMBEDDING_ROWS, EMBEDDING_SCALE = "embed_tokens.int8", "embed_tokens.row_scale"
+#: The [d_model, vocab] view of EMBEDDING_ROWS that the lm_head reads (a folded Transpose).
+EMBEDDING_INT8 = "embed_tokens.int8_t"
 #: The int8 schemes `QuantizeOptions.scheme` accepts.
 SCHEMES = ("row", "tensor")
 
@@ -90,9 +96,7 @@ def quantize_tied_embedding(
     matrix = numpy_helper.to_array(weights[EMBEDDING]).astype(np.float32)
     scale = np.abs(matrix).max(axis=1) / levels
     scale[scale == 0] = 1.0
-    quantized = np.ascontiguousarray(
-        np.clip(np.rint(matrix / scale[:, None]), -levels, levels).astype(np.int8).T
-    )
+    rows = np.clip(np.rint(matrix / scale[:, None]), -levels, levels).astype(np.int8)
 
     users = _consumers(graph, EMBEDDING)
     gathers = [node for node in users if node.op_type == "Gather"]
@@ -106,33 +110,32 @@ def quantize_tied_embedding(
     graph.initializer.remove(weights[EMBEDDING])
     graph.initializer.extend(
         [
-            numpy_helper.from_array(quantized, EMBEDDING_INT8),
+            numpy_helper.from_array(rows, EMBEDDING_ROWS),
             numpy_helper.from_array(scale.astype(np.float32), EMBEDDING_SCALE),
         ]
     )
     ids, lookup_out = gather.input[1], gather.output[0]
     hidden, bias, logits = gemm.input[0], gemm.input[2], gemm.output[0]
-    nodes = [
-        # embedding: gather columns of the [d_model, vocab] int8 matrix, rescale per row
-        helper.make_node("Gather", [EMBEDDING_INT8, ids], ["emb.cols"], axis=1),
-        helper.make_node("Transpose", ["emb.cols"], ["emb.rows_i8"], perm=[1, 0]),
+    lookup = [
+        # embedding: gather rows of the [vocab, d_model] int8 matrix, rescale per row
+        helper.make_node("Gather", [EMBEDDING_ROWS, ids], ["emb.rows_i8"], axis=0),
         helper.make_node("Cast", ["emb.rows_i8"], ["emb.rows"], to=TensorProto.FLOAT),
         helper.make_node("Gather", [EMBEDDING_SCALE, ids], ["emb.scale"], axis=0),
         helper.make_node("Unsqueeze", ["emb.scale", "emb.axis"], ["emb.scale_col"]),
         helper.make_node("Mul", ["emb.rows", "emb.scale_col"], [lookup_out]),
+    ]
+    head = [
         # lm_head: u8 activations × s8 weights, scales applied after, then the bias
-        *lm_head(hidden, quantized, "lm.scaled"),
+        helper.make_node("Transpose", [EMBEDDING_ROWS], [EMBEDDING_INT8], perm=[1, 0]),
+        *lm_head(hidden, np.ascontiguousarray(rows.T), "lm.scaled"),
         helper.make_node("Add", ["lm.scaled", bias], [logits]),
     ]
     graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "emb.axis"))
-    position = list(graph.node).index(gather)
-    graph.node.remove(gather)
-    for offset, node in enumerate(nodes[:6]):
-        graph.node.insert(position + offset, node)
-    position = list(graph.node).index(gemm)
-    graph.node.remove(gemm)
-    for offset, node in enumerate(nodes[6:]):
-        graph.node.insert(position + offset, node)
+    for old, new in ((gather, lookup), (gemm, head)):
+        position = list(graph.node).index(old)
+        graph.node.remove(old)
+        for offset, node in enumerate(new):
+            graph.node.insert(position + offset, node)
     return model
 
 
@@ -162,7 +165,7 @@ def quantize_rows(model: onnx.ModelProto, weight_levels: int) -> onnx.ModelProto
     quantizer = RowQuantizer(model.graph, weight_levels)
 
     def lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.NodeProto]:
-        return quantizer.matmul(hidden, matrix, EMBEDDING_INT8, EMBEDDING_SCALE, output)
+        return quantizer.matmul_rows(hidden, matrix, EMBEDDING_INT8, EMBEDDING_SCALE, output)
 
     model = quantize_tied_embedding(model, lm_head, weight_levels)
     return quantize_matmuls(model, quantizer)
@@ -184,14 +187,14 @@ def quantize_embedding_rows(model: onnx.ModelProto, levels: int = 127) -> onnx.M
     graph.initializer.remove(weight)
     graph.initializer.extend(
         [
-            numpy_helper.from_array(quantized, EMBEDDING_INT8),
+            numpy_helper.from_array(quantized, EMBEDDING_ROWS),
             numpy_helper.from_array(scale.astype(np.float32), EMBEDDING_SCALE),
         ]
     )
     gather = users[0]
     ids, lookup_out = gather.input[1], gather.output[0]
     nodes = [
-        helper.make_node("Gather", [EMBEDDING_INT8, ids], ["emb.rows_i8"], axis=0),
+        helper.make_node("Gather", [EMBEDDING_ROWS, ids], ["emb.rows_i8"], axis=0),
         helper.make_node("Cast", ["emb.rows_i8"], ["emb.rows"], to=TensorProto.FLOAT),
         helper.make_node("Gather", [EMBEDDING_SCALE, ids], ["emb.scale"], axis=0),
         helper.make_node("Mul", ["emb.rows", "emb.scale"], [lookup_out]),
