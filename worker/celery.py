@@ -3,5 +3,7 @@
 from __future__ import annotations
 
 from store.queues import make_app
+from worker.malloc import tune_malloc
 
+tune_malloc()  # at import, before the worker starts any thread (worker.malloc)
 app = make_app(include=["worker.tasks"])
