@@ -70,10 +70,14 @@ def split_points(pieces: Sequence[str], limit: int) -> list[int]:
 
 
 def group(rows: Sequence[Row], max_batch: int, padded: Callable[[int], int]) -> list[Batch]:
-    """Rows grouped by `padded(len(ids))` into batches of at most `max_batch`, in first-seen order."""
+    """Rows grouped by `padded(len(ids))` into batches of at most `max_batch`, shortest first.
+
+    Within a padded length, rows of nearby exact lengths (and so, mostly, of nearby output
+    lengths) share a batch, so that fewer decoder steps run with only a few rows left.
+    """
     buckets: dict[int, list[Batch]] = {}
     order: list[Batch] = []
-    for row in rows:
+    for row in sorted(rows, key=lambda row: len(row.ids)):
         batches = buckets.setdefault(padded(len(row.ids)), [])
         if not batches or len(batches[-1].rows) == max_batch:
             batches.append(Batch())

@@ -113,11 +113,11 @@ def test_translate_gives_the_same_text_whatever_the_batching(translator):
         assert texts == [alone[i] for i in shuffled], (max_batch, read_ahead, threads)
 
 
-def test_group_keeps_padded_lengths_and_first_seen_order():
+def test_group_keeps_padded_lengths_and_puts_rows_of_nearby_lengths_together():
     lengths = [3, 9, 4, 3, 12, 8]
     rows = [Row(n, 0, np.zeros(length, np.int64)) for n, length in enumerate(lengths)]
     batches = group(rows, max_batch=2, padded=lambda length: padded_length(length, 8, 512))
-    assert [[row.sentence for row in batch.rows] for batch in batches] == [[0, 2], [1, 4], [3, 5]]
+    assert [[row.sentence for row in batch.rows] for batch in batches] == [[0, 3], [2, 5], [1, 4]]
 
 
 def test_a_rows_padding_is_its_own():
