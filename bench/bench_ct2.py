@@ -21,6 +21,13 @@ best settings for throughput, `inter_threads` = cores, one thread each; transque
 The table gives target tokens per sentence, target tokens/s and the ratio to CTranslate2
 int8 (median over rounds, with min–max), since random or int8 outputs differ in length
 between engines.
+
+Two more tables per model: W1, single-sentence latency (the `--single` regression sentences
+with the most source ids, each translated alone; median milliseconds per round, ratio to
+CTranslate2 int8 on all cores); and W3, each engine in a fresh process: seconds from
+process start (imports included) until it has translated one sentence, RSS then, and peak
+RSS after the bulk run above (VmHWM). W2 is the bulk table; W4, a whole worker on a real
+Redis, is bench/bench_pool.py.
 """
 
 from __future__ import annotations
@@ -42,10 +49,11 @@ from build_cache import bundle, cached  # noqa: E402
 from report import publish  # noqa: E402
 
 from models.builder.quantize import QuantizeOptions  # noqa: E402
+from models.builder.validate import regression_sentences  # noqa: E402
 from models.demo.split import held_out  # noqa: E402
 from models.demo.train import DEFAULT_CORPUS, DEFAULT_OUT, read_pairs  # noqa: E402
 from models.threads import cpu_budget  # noqa: E402
-from models.translator import BatchOptions, Translator  # noqa: E402
+from models.translator import BatchOptions, SessionOptions, Translator  # noqa: E402
 
 WORK = ROOT / "build" / "bench-ct2"
 
@@ -90,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--single", type=int, default=20, help="sentences of the latency test")
     parser.add_argument("--record", type=Path, help="append the table to this Markdown file")
     args = parser.parse_args()
     cores = cpu_budget()
@@ -103,10 +112,26 @@ def main() -> None:
         "| model | variant | sentences | tokens/sentence | tokens/s | ratio to CTranslate2 int8 |",
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
+    latency = [
+        "W1, one sentence at a time: median ms per sentence, ratio to CTranslate2 int8 "
+        "(median, min–max over rounds)",
+        "",
+        "| model | variant | source ids (min–max) | ms | ratio to CTranslate2 int8 |",
+        "| --- | --- | --- | ---: | --- |",
+    ]
+    cold = [
+        "W3, each engine in a fresh process (int8, all cores): ready = imports, load and one "
+        "sentence translated; peak after the bulk run",
+        "",
+        "| model | engine | ready (s) | RSS when ready (MB) | peak RSS (MB) |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for name in args.models:
         model = MODELS[name]
         paths = bundles(model)
         sentences = english[: model.sentences]
+        latency += _latency(name, paths, cores, args.rounds, args.single)
+        cold += [_cold_start(name, engine, paths, sentences) for engine in ENGINES]
         variants = _variants(paths, cores)
         rates: dict[str, list[float]] = {variant: [] for variant in variants}
         tokens: dict[str, int] = {}
@@ -123,7 +148,127 @@ def main() -> None:
                 f"{statistics.median(measured):.0f} | "
                 f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |"
             )
-    publish("\n".join(lines), args.record)
+    publish("\n".join([*lines, "", *latency, "", *cold]), args.record)
+
+
+def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: int) -> list[str]:
+    """W1 rows: each of the `count` longest regression sentences translated alone."""
+    import ctranslate2
+
+    ours = Translator(paths["row"], threads=cores)
+    wide = Translator(paths["row"], threads=1, session=SessionOptions(intra_op_threads=cores))
+    engine = ctranslate2.Translator(
+        str(paths["ct2"]), device="cpu", compute_type="int8", inter_threads=1, intra_threads=cores
+    )
+    codec = ours.codec
+    prefix = [ours.config.target_lang_token] if codec.prefix_ids else []
+    sentences = sorted(regression_sentences(), key=lambda text: len(codec.pieces(text)))[-count:]
+
+    def ct2(text: str) -> None:
+        source = [*prefix, *codec.pieces(text), "</s>"]
+        engine.translate_batch([source], beam_size=1, max_decoding_length=ours.max_new_tokens(len(source)))
+
+    variants: dict[str, Callable[[str], object]] = {
+        "CTranslate2 int8, intra_threads = cores": ct2,
+        "transqueue int8, `translate_one` (default: 1 ORT thread)": ours.translate_one,
+        "transqueue int8, `translate_one` on an ORT session with all cores": wide.translate_one,
+    }
+    medians: dict[str, list[float]] = {variant: [] for variant in variants}
+    for _ in range(rounds):
+        for variant, translate in variants.items():
+            times = []
+            for text in sentences:
+                started = time.perf_counter()
+                translate(text)
+                times.append((time.perf_counter() - started) * 1000)
+            medians[variant].append(statistics.median(times))
+    lengths = [len(codec.encode(text)) for text in sentences]
+    base = medians["CTranslate2 int8, intra_threads = cores"]
+    rows = []
+    for variant, measured in medians.items():
+        ratios = [ms / ref for ms, ref in zip(measured, base, strict=True)]
+        rows.append(
+            f"| {name} | {variant} | {min(lengths)}–{max(lengths)} | {statistics.median(measured):.0f} | "
+            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |"
+        )
+    return rows
+
+
+#: W3 probes, run in a fresh process each: argv = model path, then the sentences file.
+ENGINES = {
+    "transqueue int8 (batched, default)": """
+import time
+started = time.perf_counter()
+import sys
+from models.translator import Translator
+from models.threads import cpu_budget
+engine = Translator(sys.argv[1], threads=cpu_budget())
+sentences = open(sys.argv[2], encoding="utf-8").read().splitlines()
+engine.translate_one(sentences[0])
+def bulk():
+    return sum(r.target_tokens for r in engine.translate(sentences))
+""",
+    "CTranslate2 int8 (translate_batch, max_batch_size 32)": """
+import time
+started = time.perf_counter()
+import sys
+import ctranslate2
+from models.threads import cpu_budget
+cores = cpu_budget()
+engine = ctranslate2.Translator(
+    sys.argv[1], device="cpu", compute_type="int8", inter_threads=cores, intra_threads=1
+)
+sources = [line.split(" ") for line in open(sys.argv[2], encoding="utf-8").read().splitlines()]
+engine.translate_batch(sources[:1], beam_size=1)
+def bulk():
+    results = engine.translate_batch(sources, beam_size=1, max_batch_size=32)
+    return sum(len(result.hypotheses[0]) for result in results)
+""",
+}
+
+#: Appended to each W3 probe: report ready time, RSS when ready and peak after bulk().
+REPORT = """
+import json, re
+ready = time.perf_counter() - started
+def megabytes(field):
+    return int(re.search(field + r":\\s+(\\d+)", open("/proc/self/status").read())[1]) / 1024
+ready_rss = megabytes("VmRSS")
+bulk()
+print(json.dumps({"ready_s": ready, "ready_rss_mb": ready_rss, "peak_rss_mb": megabytes("VmHWM")}))
+"""
+
+
+def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[str]) -> str:
+    """A W3 row: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
+    process's peak across exec). CTranslate2 gets the sentences as source pieces, tokenized
+    here as in the bulk table."""
+    import json
+    import subprocess
+    import tempfile
+
+    if engine.startswith("transqueue"):
+        model, lines = paths["row"], sentences
+    else:
+        translator = Translator(paths["row"], warmup=False, verify=False)
+        codec, token = translator.codec, translator.config.target_lang_token
+        prefix = [token] if codec.prefix_ids else []
+        model = paths["ct2"]
+        lines = [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as listing:
+        listing.write("\n".join(lines))
+        listing.flush()
+        done = subprocess.run(
+            [sys.executable, "-c", ENGINES[engine] + REPORT, str(model), listing.name],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return (
+        f"| {name} | {engine} | {found['ready_s']:.2f} | {found['ready_rss_mb']:.0f} | "
+        f"{found['peak_rss_mb']:.0f} |"
+    )
 
 
 def _cpu_name() -> str:
