@@ -26,8 +26,9 @@ THREADS = 2
 
 #: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
 #: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
-#: as the best candidate and holds one copy of the model (469 MB with an opus-mt-sized int8
-#: bundle), while prefork with 2 processes needs about 1 GB, over a 512 MB container limit.
+#: as the best candidate and holds one copy of the model (a whole worker peaks at 251-258 MB
+#: with an opus-mt-sized int8 bundle, README "A whole worker"), while prefork holds one copy
+#: per process (about 1 GB with 2 processes, measured before the memory work of 2026-12-01).
 POOL = "solo"
 
 #: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker; the solo
