@@ -8,6 +8,13 @@ passthrough, and the rest is split into text and inline markup by
 paragraph, so sentences hard-wrapped across lines are translated whole; so are sentences
 with emphasis, links and images, whose markup is sent to the model without the markup and
 put back around the translation (`producer.layout.Mark`).
+
+A big file is parsed a window at a time (``producer.streaming``): `cuts` tells where the
+scanner reads a blank line outside any block, with nothing carried to the next line but the
+indent of the list the lines after it may still belong to, which a window starting there
+is scanned with (`build`'s ``start``). Front matter is looked for only at the start of a
+file, and only closed within ``FRONT_MATTER_MAX_CHARS``, so that a window never has to wait
+for more of the file than that to know where its front matter ends.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from producer import defaults
 from producer.formats.lines import Line, split_lines
 from producer.formats.markdown_inline import markup, pair_markup
 from producer.layout import LayoutBuilder
@@ -67,16 +75,45 @@ class _TextLine:
     kind: str
 
 
-def build(builder: LayoutBuilder) -> None:
-    """Lay out ``builder.source`` as Markdown."""
+@dataclass(frozen=True)
+class Cut:
+    """A place where a Markdown file may be cut into windows that are parsed on their own:
+    the end (``end``, an offset in the text scanned) of a blank line that the block scanner
+    reads outside any block (no paragraph, table, fenced or indented code, HTML block or
+    front matter open), and ``list_indent``, the column of the text of the list item the
+    lines after it may still belong to (None outside a list), the one state the scanner
+    carries across a blank line."""
+
+    end: int
+    list_indent: int | None
+
+
+def build(builder: LayoutBuilder, start: Cut | None = None) -> None:
+    """Lay out ``builder.source`` as Markdown: the start of a file (front matter looked for),
+    or with ``start`` the text after that cut of a file."""
     paragraph: list[_TextLine] = []
-    for line in _scan(builder.source):
-        if line is not None and paragraph and _continues(paragraph[-1], line):
+    for line in _scan(builder.source, start):
+        if isinstance(line, _TextLine) and paragraph and _continues(paragraph[-1], line):
             paragraph.append(line)
             continue
         _translate(builder, paragraph)
-        paragraph = [line] if line is not None else []
+        paragraph = [line] if isinstance(line, _TextLine) else []
     _translate(builder, paragraph)
+
+
+def cuts(text: str, start: Cut | None = None, complete: bool = True) -> Iterator[Cut]:
+    """The places, in order, where ``text`` (whole lines of a Markdown file: its start, or
+    what follows ``start``; all of it if ``complete``) may be cut, with what the scanner
+    carries past each. When the text is only a part of what follows, they are the cuts of
+    the whole that it holds: the scanner finds no cut after a fence, HTML block or
+    paragraph that is still open at the end of the text, and none at all while a file's
+    front matter is open and the text is shorter than ``FRONT_MATTER_MAX_CHARS`` (more of
+    it may close it)."""
+    if start is None and not complete and _front_matter_open(text):
+        return
+    for line in _scan(text, start):
+        if isinstance(line, Cut):
+            yield line
 
 
 def _continues(last: _TextLine, line: _TextLine) -> bool:
@@ -109,14 +146,15 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
     builder.paragraph(run, pairs)
 
 
-def _scan(text: str) -> Iterator[_TextLine | None]:
-    """Yield a ``_TextLine`` per line with text, and None for each passthrough line or block."""
+def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
+    """Yield a ``_TextLine`` per line with text, a ``Cut`` after each blank line read outside
+    any block, and None for each other passthrough line or block. ``start``: see `build`."""
     lines = list(split_lines(text))
-    i = _front_matter_end(text, lines)
+    i = 0 if start is not None else _front_matter_end(text, lines)
     if i:
         yield None
     previous_blank, in_table = True, False
-    list_indent: int | None = None  # column of the current list item's text
+    list_indent = start.list_indent if start is not None else None  # column of the current list item's text
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -127,7 +165,7 @@ def _scan(text: str) -> Iterator[_TextLine | None]:
         html_end = _html_block_end(content) if previous_blank else None
         if blank:
             in_table = False
-            yield None
+            yield Cut(lines[i].stop, list_indent)
         elif previous_blank and indent >= code_indent:
             i = _skip_indented_code(text, lines, i, code_indent)
             yield None
@@ -170,15 +208,26 @@ def _is_table_header(text: str, lines: Sequence[Line], i: int) -> bool:
 
 
 def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
-    """Number of lines of YAML (---) or TOML (+++) front matter at the start, else 0."""
+    """Number of lines of YAML (---) or TOML (+++) front matter at the start, closed by a line
+    that starts within ``FRONT_MATTER_MAX_CHARS``, else 0."""
     if not lines or lines[0].content(text).rstrip() not in ("---", "+++"):
         return 0
     fence = lines[0].content(text).rstrip()
     closers = (fence, "...") if fence == "---" else (fence,)
     for i in range(1, len(lines)):
+        if lines[i].start >= defaults.FRONT_MATTER_MAX_CHARS:
+            break
         if lines[i].content(text).rstrip() in closers:
             return i + 1
     return 0
+
+
+def _front_matter_open(text: str) -> bool:
+    """Whether ``text``, the start of a file, opens front matter that more of the file may
+    still close."""
+    lines = list(split_lines(text))
+    opens = bool(lines) and lines[0].content(text).rstrip() in ("---", "+++")
+    return opens and len(text) < defaults.FRONT_MATTER_MAX_CHARS and not _front_matter_end(text, lines)
 
 
 def _width(text: str) -> int:
@@ -186,15 +235,15 @@ def _width(text: str) -> int:
 
 
 def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int) -> int:
-    """Index of the last line of the code block indented ``indent`` columns from line ``i``."""
-    last = i
+    """Index of the last line of the code block indented ``indent`` columns from line ``i``:
+    up to a blank line or a line indented less. (Indented lines after a blank line start
+    another code block, laid out the same: passed through. So a blank line is never inside
+    indented code, and a window can be cut after it.)"""
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        if _width(content) - _width(content.lstrip()) >= indent:
-            last = j
-        elif content.strip():
-            break
-    return last
+        if not content.strip() or _width(content) - _width(content.lstrip()) < indent:
+            return j - 1
+    return len(lines) - 1
 
 
 def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str) -> int:
