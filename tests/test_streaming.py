@@ -64,11 +64,18 @@ def test_windows_render_what_the_whole_document_renders(
     tmp_path_factory, monkeypatch, document, window, piece, compressed
 ):
     fmt, content = document
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed)
+    assert_windows_render_the_whole(path, fmt, OPTIONS, content)
+
+
+def written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed=False) -> Path:
+    """``content`` written as a file of format ``fmt`` (gzipped if ``compressed``), read in
+    pieces of ``piece`` bytes and windows of ``window``."""
     monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
     monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", piece)
     path = tmp_path_factory.mktemp("stream") / f"d.{fmt}{'.gz' if compressed else ''}"
     path.write_bytes(gzip.compress(content.encode()) if compressed else content.encode())
-    assert_windows_render_the_whole(path, fmt, OPTIONS, content)
+    return path
 
 
 def assert_windows_render_the_whole(
@@ -196,11 +203,8 @@ def test_markdown_and_reflow_windows_render_what_the_whole_document_renders(
     tmp_path_factory, monkeypatch, document, window, piece, front_matter, compressed
 ):
     fmt, content = document
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
-    monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", piece)
     monkeypatch.setattr(defaults, "FRONT_MATTER_MAX_CHARS", front_matter)
-    path = tmp_path_factory.mktemp("blocks") / f"d.{fmt}{'.gz' if compressed else ''}"
-    path.write_bytes(gzip.compress(content.encode()) if compressed else content.encode())
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed)
     assert_windows_render_the_whole(path, fmt, ReadOptions(reflow=True), content)
 
 
@@ -215,10 +219,7 @@ def test_the_block_limit_refuses_the_first_block_longer_than_it_whatever_the_win
     tmp_path_factory, monkeypatch, document, window, piece, limit
 ):
     fmt, content = document
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
-    monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", piece)
-    path = tmp_path_factory.mktemp("limit") / f"d.{fmt}"
-    path.write_bytes(content.encode())
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece)
     ends = [end for end, _ in window_cuts(content, fmt)]
     stretches = zip([0, *ends], [*ends, len(content)], strict=True)
     too_long = [start for start, end in stretches if len(content[start:end].encode()) > limit]
