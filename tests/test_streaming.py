@@ -5,6 +5,8 @@ block), and a run's memory and output stay right."""
 from __future__ import annotations
 
 import gzip
+import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from producer.documents import Document, DocumentError, ReadOptions, parse_text,
 from producer.files import FileTask
 from producer.inputs import Limits
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
+from producer.quality import FlagLog
 from producer.streaming import StreamedDocument
 from tests.test_cli_translate import MARKDOWN as GUIDE
 from tests.test_documents import MARKDOWN, MARKDOWN_LIKE, jsonl_documents, md_documents, txt_documents
@@ -46,6 +49,18 @@ class FakeTranslator:
     def translate(self, sentences):
         self.calls.append(list(sentences))
         return [Result(translated(s)) for s in sentences]
+
+
+class CopyingTranslator(FakeTranslator):
+    """Answers ``copied`` with itself (a flagged translation) and anything else in Chinese."""
+
+    def __init__(self, copied: str) -> None:
+        super().__init__()
+        self.copied = copied
+
+    def translate(self, sentences):
+        self.calls.append(list(sentences))
+        return [Result(s if s == self.copied else "好" * 2) for s in sentences]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -384,15 +399,14 @@ def test_errors_and_flags_name_their_line_in_any_window(tmp_path, monkeypatch):
     with pytest.raises(DocumentError, match=r"d\.md:44: not valid UTF-8"):
         list(StreamedDocument(path, "md", ReadOptions()).windows())
     path.write_text("# Title\n\n" + "Some text. Here.\n\n" * 20 + "Flag me.\n")
-    windows = list(StreamedDocument(path, "md", ReadOptions()).windows())
-    assert len(windows) > 5
-    flagged = [
-        (window.first_line + window.render([s.text for s in window.segments])[: s.start].count("\n"), s.text)
-        for window in windows
-        for s in window.segments
-        if s.text == "Flag me."
+    report = RunReport(quality=FlagLog(io.StringIO()))
+    copies = CopyingTranslator("Flag me.")
+    translate_files(read_tasks([FileTask(path, tmp_path / "out.md")], RunOptions(), report), copies, report)
+    assert len(copies.calls) > 5  # windows
+    flagged = [json.loads(line) for line in report.quality.out.getvalue().splitlines()]
+    assert [(record["line"], record["source"], record["flags"]) for record in flagged] == [
+        (43, "Flag me.", ["copied"])
     ]
-    assert flagged == [(43, "Flag me.")]
 
 
 def test_missing_options_fail_before_reading(tmp_path):
