@@ -12,9 +12,10 @@ put back around the translation (`producer.layout.Mark`).
 A big file is parsed a window at a time (``producer.streaming``): `cuts` tells where the
 scanner reads a blank line outside any block, with nothing carried to the next line but the
 indent of the list the lines after it may still belong to, which a window starting there
-is scanned with (`build`'s ``start``). Front matter is looked for only at the start of a
-file, and only closed within ``FRONT_MATTER_MAX_CHARS``, so that a window never has to wait
-for more of the file than that to know where its front matter ends.
+is scanned with (`build`'s ``start``). So that the scanner needs no more of a file than a
+window to find them, front matter is looked for only at the start of a file and must close
+within ``FRONT_MATTER_MAX_CHARS``, and a blank line ends indented code (indented lines after
+it are a code block of their own, passed through alike).
 """
 
 from __future__ import annotations
