@@ -10,7 +10,11 @@ Inputs, --size-mb each, written once under --work:
 - markdown.md: sections of a document: a heading, then paragraphs hard-wrapped at 80
   columns, bullet lists, fenced code and tables, a blank line between blocks;
 - reflow.txt: paragraphs of three to eight sentences hard-wrapped at 72 columns, a blank line
-  between them, read with --reflow.
+  between them, read with --reflow;
+- big-paragraphs.txt: the same, but paragraphs of about 7 MB, just under the block limit
+  (TRANSQUEUE_MAX_BLOCK_BYTES, 8 MiB): the biggest windows a --reflow file can have;
+- big-fences.md: fenced code blocks of about 7 MB, each after a short paragraph: the biggest
+  windows a Markdown file can have.
 
 Each measurement is a fresh Python process running the code of --code (default: this
 checkout), whose peak RSS (VmHWM of /proc/PID/status) and wall time are reported:
@@ -158,12 +162,37 @@ def reflow(rng: random.Random) -> str:
     return textwrap.fill(sentences(rng, 3, 8), 72) + "\n\n"
 
 
+#: Bytes of a block of big-paragraphs and big-fences: just under the block limit (8 MiB).
+BIG_BLOCK = 7_000_000
+
+
+def big_paragraph(rng: random.Random) -> str:
+    """A hard-wrapped paragraph of about BIG_BLOCK bytes and the blank line after it."""
+    lines, size = [], 0
+    while size < BIG_BLOCK:
+        lines.append(textwrap.fill(sentences(rng, 3, 8), 72))
+        size += len(lines[-1]) + 1
+    return "\n".join(lines) + "\n\n"
+
+
+def big_fence(rng: random.Random) -> str:
+    """A paragraph, then a fenced code block of about BIG_BLOCK bytes, each followed by a
+    blank line."""
+    lines, size = [], 0
+    while size < BIG_BLOCK:
+        lines.append(f"    run({size}, {' '.join(rng.choices(WORDS, k=5))!r})\n")
+        size += len(lines[-1])
+    return textwrap.fill(sentences(rng, 2, 6), 80) + "\n\n```python\n" + "".join(lines) + "```\n\n"
+
+
 #: Each input kind: its suffix, the options it is read with, and its pieces.
 KINDS: dict[str, tuple[str, tuple[str, ...], Callable[[random.Random], str]]] = {
     "ordinary": (".txt", (), ordinary),
     "one-line": (".txt", (), one_line),
     "markdown": (".md", (), markdown),
     "reflow": (".txt", ("--reflow",), reflow),
+    "big-paragraphs": (".txt", ("--reflow",), big_paragraph),
+    "big-fences": (".md", (), big_fence),
 }
 
 
