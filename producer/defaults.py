@@ -43,14 +43,16 @@ CHUNK_SORT_WINDOW = 256
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
 MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
-#: TRANSQUEUE_MAX_BLOCK_BYTES: the longest stretch of a Markdown file without a blank line
-#: outside code, HTML blocks and front matter (a paragraph, list, table, fenced code or HTML
-#: block that goes on), and the longest ``--reflow`` paragraph of a file, in bytes (8 MiB).
-#: Such a file is cut into windows only after such a blank line (``producer.streaming``), so a
-#: window holds at least one of these; a longer one fails its file, naming file:line where it
-#: starts. No file is read whole, so there is no limit on the size of a file: memory stays flat
-#: whatever it is (bench/inputs_results.md).
-MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(8 << 20)))
+#: TRANSQUEUE_MAX_BLOCK_BYTES: the longest stretch of a Markdown file where a window cannot end,
+#: in bytes (4 MiB): a paragraph (or a list item's, or a quote's), a fenced code or HTML block,
+#: with no blank line outside them nor a heading, list item or table row to start the next
+#: window at; and the longest ``--reflow`` paragraph of a file. A window grows to hold one of
+#: these (``producer.streaming``); a longer one fails its file, naming file:line where it
+#: starts. No file is read whole, so there is no limit on the size of a file: memory stays
+#: flat whatever it is. The biggest windows cost the most: 50 MB of --reflow paragraphs of
+#: 7 MB each peaked at 294 MB in `translate` and 350 MB in `submit` (ordinary Markdown: 91 and
+#: 138 MB; bench/inputs_results.md), which 4 MiB keeps well under 500 MB.
+MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20)))
 
 #: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if
 #: its closing line starts within this many characters; else the first line is a thematic
@@ -63,8 +65,8 @@ FRONT_MATTER_MAX_CHARS = 1 << 16
 READ_CHUNK_BYTES = 1 << 20
 
 #: Bytes of a text file (``producer.streaming``) read, parsed, translated and written at a time,
-#: cut after a whole record (for Markdown and ``--reflow`` text, after a blank line that ends
-#: every block: see MAX_BLOCK_BYTES); `submit` stores a file as windows of this size
+#: cut after a whole record (for Markdown and ``--reflow`` text, where no block is open: see
+#: MAX_BLOCK_BYTES); `submit` stores a file as windows of this size
 #: (``producer.jobs``) and `fetch` renders them one at a time. Each window's distinct sentences
 #: go to the model in one call, so a window should hold a few thousand sentences for full
 #: batches; memory is a few times this, whatever the size of the file.

@@ -9,9 +9,11 @@ windows, whatever the size of the file. Where a window may end depends on the fo
 - a record file (``.txt`` one unit per line, ``.jsonl``, ``.csv``, ``.tsv``) after a whole
   record: a line, or for a table a line break outside quotes (a record may not be longer
   than the line limit);
-- a Markdown file, and a ``.txt`` with ``--reflow``, after a blank line that ends every
-  block (``producer.documents.window_cuts``): a window goes on until one comes, and a block
-  or paragraph that the block limit (``Limits.block_bytes``) passes without one is refused.
+- a Markdown file where no block is open (after a blank line outside any block, or before
+  a heading, list item or table row), and a ``.txt`` with ``--reflow`` after a blank line
+  (``producer.documents.window_cuts``): a window goes on until such a place comes, and a
+  block or paragraph that the block limit (``Limits.block_bytes``) passes without one is
+  refused.
 """
 
 from __future__ import annotations
@@ -80,17 +82,21 @@ class StreamedDocument:
             yield self._parse(text, first_line, resume)
 
     def _block_windows(self) -> Iterator[Document]:
-        """Windows of a Markdown or ``--reflow`` text file, each cut after a blank line that
-        ends every block (`producer.documents.window_cuts`): the last such cut within
-        ``STREAM_WINDOW_BYTES`` characters, else the first one after."""
+        """Windows of a Markdown or ``--reflow`` text file, each cut where no block is open
+        (`producer.documents.window_cuts`): the last such cut within ``STREAM_WINDOW_BYTES``
+        characters, else the first one after."""
         pending, first_line, resume = bytearray(), 1, None
         for piece in stream_input(self.path, self.options.limits.line_bytes):
             pending += piece
             while len(pending) >= defaults.STREAM_WINDOW_BYTES:
-                text = decode_input(bytes(pending[: pending.rfind(b"\n") + 1]), self.path, first_line)
+                lines = pending.rfind(b"\n") + 1  # whole lines only
+                text = decode_input(bytes(pending[:lines]), self.path, first_line)
                 cuts = self._cuts(text, first_line, resume)
                 if not cuts:
-                    if len(pending) > self.options.limits.block_bytes and not self._undecided(text, resume):
+                    # A cut may still come before the last whole line: the scanner tells a
+                    # table header by the line after it.
+                    before_last = pending.rfind(b"\n", 0, max(lines - 1, 0)) + 1
+                    if before_last > self.options.limits.block_bytes and not self._undecided(text, resume):
                         raise self._block_too_long(first_line)
                     break  # the window goes on: try again once more has come
                 end, after = _nearest(cuts)
@@ -124,11 +130,7 @@ class StreamedDocument:
     def _block_too_long(self, line: int) -> DocumentError:
         """The error for a Markdown block or ``--reflow`` paragraph, from ``line`` on, that is
         longer than the block limit."""
-        what = (
-            "paragraph"
-            if self.fmt == "txt"
-            else "Markdown block (no blank line outside code, HTML or front matter)"
-        )
+        what = "paragraph" if self.fmt == "txt" else "Markdown block"
         limit = self.options.limits.block_bytes
         return DocumentError(
             f"{self.path}:{line}: {what} longer than {limit:,} bytes (TRANSQUEUE_MAX_BLOCK_BYTES)"

@@ -129,6 +129,8 @@ MARKDOWN_LINES = st.sampled_from(
         "* [ ] Task. Item.",
         "1. First. Second.",
         "   - Nested item. Here.",
+        "    - Deep item. Or code.",
+        "      | Deep. Row | or code |",
         "  Continued. Text.",
         "    Indented. Code or text.",
         "      Deeper. Code.",
@@ -278,9 +280,11 @@ def test_a_reflowed_text_s_windows_render_what_the_whole_renders(tmp_path, monke
     assert len(windows) > 3
 
 
-def test_markdown_windows_end_only_after_blank_lines_outside_any_block(tmp_path, monkeypatch):
+def test_markdown_windows_start_only_where_no_block_is_open(tmp_path, monkeypatch):
     """Every blank line inside a block is passed; each window starts where the whole
-    document's scanner is outside any block, the list a blank line may not end included."""
+    document's scanner is outside any block (after a blank line, or at a heading, list item
+    or table row), with the list a blank line does not end, and never between a table's
+    header and delimiter row."""
     content = (
         "---\ntitle: x\n\nmore: y\n---\n\n"  # front matter with a blank line
         "```\ncode\n\nmore code\n```\n\n"  # a fence
@@ -289,6 +293,7 @@ def test_markdown_windows_end_only_after_blank_lines_outside_any_block(tmp_path,
         "Paragraph one.\nSame paragraph.\n\n"  # ends the list
         "    code block\n\n    more code\n\n"
         "| a | b |\n|---|---|\n| c | d |\n"
+        "# Heading\n- Item two\ngoes on.\n- Item three.\n"
     )
     monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
     path = tmp_path / "d.md"
@@ -305,6 +310,10 @@ def test_markdown_windows_end_only_after_blank_lines_outside_any_block(tmp_path,
         "    code block",
         "    more code",  # indented code ends at a blank line (more after it is laid out alike)
         "| a | b |",
+        "| c | d |",
+        "# Heading",
+        "- Item two",
+        "- Item three.",
     ]
     assert [s.text for w in windows for s in w.segments] == [
         "Item one.",
@@ -315,6 +324,9 @@ def test_markdown_windows_end_only_after_blank_lines_outside_any_block(tmp_path,
         "b",
         "c",
         "d",
+        "Heading",
+        "Item two goes on.",
+        "Item three.",
     ]
 
 
@@ -369,7 +381,7 @@ def test_a_table_record_longer_than_the_line_limit_is_refused(tmp_path, monkeypa
         (
             "fence.md",
             "Intro. Here.\n\n```\n" + "code line\n\n" * 50 + "```\n",
-            r"fence.md:3: Markdown block \(no blank line outside code, HTML or front matter\) longer",
+            "fence.md:3: Markdown block longer than 300 bytes",
         ),
         (
             "para.txt",

@@ -10,9 +10,9 @@ with emphasis, links and images, whose markup is sent to the model without the m
 put back around the translation (`producer.layout.Mark`).
 
 A big file is parsed a window at a time (``producer.streaming``): `cuts` tells where the
-scanner reads a blank line outside any block, with nothing carried to the next line but the
-indent of the list the lines after it may still belong to, which a window starting there
-is scanned with (`build`'s ``start``). So that the scanner needs no more of a file than a
+scanner reads a blank line outside any block, or is about to read a heading, list item or
+table row, and the state it carries past that place, which a window starting there is
+scanned with (`build`'s ``start``). So that the scanner needs no more of a file than a
 window to find them, front matter is looked for only at the start of a file and must close
 within ``FRONT_MATTER_MAX_CHARS``, and a blank line ends indented code (indented lines after
 it are a code block of their own, passed through alike).
@@ -78,14 +78,20 @@ class _TextLine:
 
 @dataclass(frozen=True)
 class Cut:
-    """A place where a Markdown file may be cut into windows that are parsed on their own:
-    the end (``end``, an offset in the text scanned) of a blank line that the block scanner
-    reads outside any block (no paragraph, table, fenced or indented code, HTML block or
-    front matter open), and ``list_indent``, the column of the text of the list item the
-    lines after it may still belong to (None outside a list), the one state the scanner
-    carries across a blank line."""
+    """A place where a Markdown file may be cut into windows that are parsed on their own,
+    ``end`` (an offset in the text scanned), and the state the block scanner carries past it
+    to the next line: whether the line before was blank, whether a table is open, and the
+    column of the text of the list item the lines after it may still belong to (None
+    outside a list).
+
+    A cut comes after a blank line that the scanner reads outside any block (no paragraph,
+    fenced or indented code, HTML block or front matter open), and before a heading, list
+    item or table row, which never continue the paragraph before them, unless the line
+    before is a table header (the scanner knows it for one by looking at this line)."""
 
     end: int
+    previous_blank: bool
+    in_table: bool
     list_indent: int | None
 
 
@@ -113,7 +119,7 @@ def cuts(text: str, start: Cut | None = None, complete: bool = True) -> Iterator
     if start is None and not complete and _front_matter_open(text):
         return
     for line in _scan(text, start):
-        if isinstance(line, Cut):
+        if isinstance(line, Cut) and line.end > 0:  # not before the first line
             yield line
 
 
@@ -149,13 +155,16 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
 
 def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     """Yield a ``_TextLine`` per line with text, a ``Cut`` after each blank line read outside
-    any block, and None for each other passthrough line or block. ``start``: see `build`."""
+    any block and before each heading, list item or table row that does not need the line
+    before it, and None for each other passthrough line or block. ``start``: see `build`."""
     lines = list(split_lines(text))
     i = 0 if start is not None else _front_matter_end(text, lines)
     if i:
         yield None
-    previous_blank, in_table = True, False
-    list_indent = start.list_indent if start is not None else None  # column of the current list item's text
+    start = start or Cut(0, True, False, None)
+    previous_blank, in_table = start.previous_blank, start.in_table
+    list_indent = start.list_indent  # column of the current list item's text
+    after_header = False  # the line before was a table header, found by looking at this one
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -164,9 +173,11 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         container = _CONTAINER.match(content)
         fence = _FENCE.match(content[container.end() :].lstrip())
         html_end = _html_block_end(content) if previous_blank else None
+        here = Cut(lines[i].start, previous_blank, in_table, list_indent)
+        header = False
         if blank:
             in_table = False
-            yield Cut(lines[i].stop, list_indent)
+            yield Cut(lines[i].stop, True, False, list_indent)
         elif previous_blank and indent >= code_indent:
             i = _skip_indented_code(text, lines, i, code_indent)
             yield None
@@ -179,15 +190,21 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif _RULE_OR_UNDERLINE.match(content) or _REFERENCE.match(content):
             yield None
         elif (in_table and "|" in content) or _is_table_header(text, lines, i):
+            header = not (in_table and "|" in content)
             in_table = True
+            if not after_header:
+                yield here
             yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
         else:
-            yield _text_line(lines[i], content, container)
+            line = _text_line(lines[i], content, container)
+            if not after_header and line.kind != "text":
+                yield here
+            yield line
             if container.group("marker"):
                 list_indent = _width(content[: container.end()])
             elif previous_blank and indent < (list_indent or 0):
                 list_indent = None
-        previous_blank = blank
+        previous_blank, after_header = blank, header
         i += 1
 
 
