@@ -11,10 +11,12 @@ Inputs, --size-mb each, written once under --work:
   columns, bullet lists, fenced code and tables, a blank line between blocks;
 - reflow.txt: paragraphs of three to eight sentences hard-wrapped at 72 columns, a blank line
   between them, read with --reflow;
-- big-paragraphs.txt: the same, but paragraphs of about 7 MB, just under the block limit
-  (TRANSQUEUE_MAX_BLOCK_BYTES, 8 MiB): the biggest windows a --reflow file can have;
-- big-fences.md: fenced code blocks of about 7 MB, each after a short paragraph: the biggest
-  windows a Markdown file can have.
+- big-paragraphs.txt: the same, but paragraphs of about 4 MB, just under the block limit
+  (TRANSQUEUE_MAX_BLOCK_BYTES, 4 MiB): the biggest windows a --reflow file can have;
+- big-fences.md: fenced code blocks of about 4 MB, each after a short paragraph: big
+  windows of a Markdown file (a paragraph of 4 MB costs more, as in big-paragraphs);
+- big-tables.md: tables of about 4 MB, rows of two short cells: many small sentences, which
+  windows cut between rows.
 
 Each measurement is a fresh Python process running the code of --code (default: this
 checkout), whose peak RSS (VmHWM of /proc/PID/status) and wall time are reported:
@@ -162,8 +164,9 @@ def reflow(rng: random.Random) -> str:
     return textwrap.fill(sentences(rng, 3, 8), 72) + "\n\n"
 
 
-#: Bytes of a block of big-paragraphs and big-fences: just under the block limit (8 MiB).
-BIG_BLOCK = 7_000_000
+#: Bytes of a block of big-paragraphs, big-fences and big-tables: just under the block limit
+#: (4 MiB).
+BIG_BLOCK = 4_000_000
 
 
 def big_paragraph(rng: random.Random) -> str:
@@ -185,6 +188,16 @@ def big_fence(rng: random.Random) -> str:
     return textwrap.fill(sentences(rng, 2, 6), 80) + "\n\n```python\n" + "".join(lines) + "```\n\n"
 
 
+def big_table(rng: random.Random) -> str:
+    """A table of about BIG_BLOCK bytes, rows of a short sentence and a number, and the blank
+    line after it."""
+    rows, size = ["| Text | Count |\n| --- | ---: |\n"], 0
+    while size < BIG_BLOCK:
+        rows.append(f"| {sentence(rng)} | {rng.randint(1, 999)} |\n")
+        size += len(rows[-1])
+    return "".join(rows) + "\n"
+
+
 #: Each input kind: its suffix, the options it is read with, and its pieces.
 KINDS: dict[str, tuple[str, tuple[str, ...], Callable[[random.Random], str]]] = {
     "ordinary": (".txt", (), ordinary),
@@ -193,6 +206,7 @@ KINDS: dict[str, tuple[str, tuple[str, ...], Callable[[random.Random], str]]] = 
     "reflow": (".txt", ("--reflow",), reflow),
     "big-paragraphs": (".txt", ("--reflow",), big_paragraph),
     "big-fences": (".md", (), big_fence),
+    "big-tables": (".md", (), big_table),
 }
 
 
