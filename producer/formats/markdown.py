@@ -111,11 +111,11 @@ def build(builder: LayoutBuilder, start: Cut | None = None) -> None:
 def cuts(text: str, start: Cut | None = None, complete: bool = True) -> Iterator[Cut]:
     """The places, in order, where ``text`` (whole lines of a Markdown file: its start, or
     what follows ``start``; all of it if ``complete``) may be cut, with what the scanner
-    carries past each. When the text is only a part of what follows, they are the cuts of
-    the whole that it holds: the scanner finds no cut after a fence, HTML block or
-    paragraph that is still open at the end of the text, and none at all while a file's
-    front matter is open and the text is shorter than ``FRONT_MATTER_MAX_CHARS`` (more of
-    it may close it)."""
+    carries past each. When the text is only a part of what follows, each is a cut of the
+    whole too: the scanner finds none after a fence, HTML block or paragraph still open at
+    the end of the text, and none at all while a file's front matter is open and the text is
+    shorter than ``FRONT_MATTER_MAX_CHARS`` (more of it may close it). It may miss one
+    before the last line, which only the line after it tells for a table header."""
     if start is None and not complete and _front_matter_open(text):
         return
     for line in _scan(text, start):
