@@ -1,12 +1,22 @@
 """Peak memory and time of `transqueue translate`, `submit` and `fetch` on big inputs.
 
-    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line]
+    python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line,markdown,reflow]
                                  [--commands translate,submit,fetch] [--code DIR --label NAME]
                                  [--timeout 1800] [--record bench/inputs_results.md]
 
 Inputs, --size-mb each, written once under --work:
 - ordinary.txt: lines of one to three generated English sentences (about 130 bytes a line);
-- one-line.txt: the same kind of sentences on one single line.
+- one-line.txt: the same kind of sentences on one single line;
+- markdown.md: sections of a document: a heading, then paragraphs hard-wrapped at 80
+  columns, bullet lists, fenced code and tables, a blank line between blocks;
+- reflow.txt: paragraphs of three to eight sentences hard-wrapped at 72 columns, a blank line
+  between them, read with --reflow;
+- big-paragraphs.txt: the same, but paragraphs of about 4 MB, just under the block limit
+  (TRANSQUEUE_MAX_BLOCK_BYTES, 4 MiB): the biggest windows a --reflow file can have;
+- big-fences.md: fenced code blocks of about 4 MB, each after a short paragraph: big
+  windows of a Markdown file (a paragraph of 4 MB costs more, as in big-paragraphs);
+- big-tables.md: tables of about 4 MB, rows of two short cells: many small sentences, which
+  windows cut between rows.
 
 Each measurement is a fresh Python process running the code of --code (default: this
 checkout), whose peak RSS (VmHWM of /proc/PID/status) and wall time are reported:
@@ -34,7 +44,9 @@ import random
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +70,7 @@ atexit.register(lambda: print("VmHWM " + re.search(r"VmHWM:\\s+(\\d+)", open("/p
 TRANSLATE = """
 import sys
 from pathlib import Path
+from producer.documents import ReadOptions
 from producer.files import plan_files
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
 
@@ -71,7 +84,8 @@ class StandIn:
     def translate_one(self, sentence): return Result(sentence)
 
 report = RunReport()
-documents = read_tasks(plan_files([Path(sys.argv[1])], Path(sys.argv[2])), RunOptions(), report)
+options = RunOptions(read=ReadOptions(reflow="--reflow" in sys.argv[3:]))
+documents = read_tasks(plan_files([Path(sys.argv[1])], Path(sys.argv[2])), options, report)
 translate_files(documents, StandIn(), report)
 print(report.errors[0] if report.errors else f"{report.sentences} sentences written")
 """
@@ -79,7 +93,7 @@ print(report.errors[0] if report.errors else f"{report.sentences} sentences writ
 SUBMIT = """
 import sys
 from cli import main
-main(["submit", sys.argv[1], "--out", sys.argv[2]], prog_name="transqueue")
+main(["submit", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]], prog_name="transqueue")
 """
 
 
@@ -111,16 +125,100 @@ def sentence(rng: random.Random) -> str:
     return words[0].upper() + words[1:] + rng.choice(".?!.")
 
 
-def write_input(path: Path, size: int, one_line: bool) -> None:
-    """`size` bytes of sentences, on lines of one to three sentences or on one line."""
+def sentences(rng: random.Random, low: int, high: int) -> str:
+    """Between `low` and `high` generated sentences, joined by spaces."""
+    return " ".join(sentence(rng) for _ in range(rng.randint(low, high)))
+
+
+def ordinary(rng: random.Random) -> str:
+    """A line of one to three sentences."""
+    return sentences(rng, 1, 3) + "\n"
+
+
+def one_line(rng: random.Random) -> str:
+    """A sentence of the single line (ended once the file is written)."""
+    return sentence(rng) + " "
+
+
+def markdown(rng: random.Random) -> str:
+    """A block of a Markdown document and the blank line after it: mostly paragraphs, with
+    headings, lists, fenced code and tables."""
+    kind = rng.random()
+    if kind < 0.1:
+        return f"## {sentence(rng).rstrip('.?!')}\n\n"
+    if kind < 0.25:
+        return "".join(f"- {sentences(rng, 1, 2)}\n" for _ in range(rng.randint(2, 5))) + "\n"
+    if kind < 0.32:
+        code = "".join(
+            f"    run({i}, {' '.join(rng.choices(WORDS, k=3))!r})\n" for i in range(rng.randint(2, 8))
+        )
+        return f"```python\n{code}```\n\n"
+    if kind < 0.37:
+        rows = "".join(f"| {sentence(rng)} | {rng.randint(1, 999)} |\n" for _ in range(rng.randint(2, 6)))
+        return "| Text | Count |\n| --- | ---: |\n" + rows + "\n"
+    return textwrap.fill(sentences(rng, 2, 6), 80) + "\n\n"
+
+
+def reflow(rng: random.Random) -> str:
+    """A hard-wrapped paragraph of three to eight sentences and the blank line after it."""
+    return textwrap.fill(sentences(rng, 3, 8), 72) + "\n\n"
+
+
+#: Bytes of a block of big-paragraphs, big-fences and big-tables: just under the block limit
+#: (4 MiB).
+BIG_BLOCK = 4_000_000
+
+
+def big_paragraph(rng: random.Random) -> str:
+    """A hard-wrapped paragraph of about BIG_BLOCK bytes and the blank line after it."""
+    lines, size = [], 0
+    while size < BIG_BLOCK:
+        lines.append(textwrap.fill(sentences(rng, 3, 8), 72))
+        size += len(lines[-1]) + 1
+    return "\n".join(lines) + "\n\n"
+
+
+def big_fence(rng: random.Random) -> str:
+    """A paragraph, then a fenced code block of about BIG_BLOCK bytes, each followed by a
+    blank line."""
+    lines, size = [], 0
+    while size < BIG_BLOCK:
+        lines.append(f"    run({size}, {' '.join(rng.choices(WORDS, k=5))!r})\n")
+        size += len(lines[-1])
+    return textwrap.fill(sentences(rng, 2, 6), 80) + "\n\n```python\n" + "".join(lines) + "```\n\n"
+
+
+def big_table(rng: random.Random) -> str:
+    """A table of about BIG_BLOCK bytes, rows of a short sentence and a number, and the blank
+    line after it."""
+    rows, size = ["| Text | Count |\n| --- | ---: |\n"], 0
+    while size < BIG_BLOCK:
+        rows.append(f"| {sentence(rng)} | {rng.randint(1, 999)} |\n")
+        size += len(rows[-1])
+    return "".join(rows) + "\n"
+
+
+#: Each input kind: its suffix, the options it is read with, and its pieces.
+KINDS: dict[str, tuple[str, tuple[str, ...], Callable[[random.Random], str]]] = {
+    "ordinary": (".txt", (), ordinary),
+    "one-line": (".txt", (), one_line),
+    "markdown": (".md", (), markdown),
+    "reflow": (".txt", ("--reflow",), reflow),
+    "big-paragraphs": (".txt", ("--reflow",), big_paragraph),
+    "big-fences": (".md", (), big_fence),
+    "big-tables": (".md", (), big_table),
+}
+
+
+def write_input(path: Path, size: int, piece: Callable[[random.Random], str]) -> None:
+    """At least `size` bytes of pieces (and a line break after a last unended line)."""
     rng = random.Random(0)
     with path.open("w", encoding="utf-8") as handle:
-        written = 0
+        written, text = 0, ""
         while written < size:
-            count = 1 if one_line else rng.randint(1, 3)
-            piece = " ".join(sentence(rng) for _ in range(count)) + (" " if one_line else "\n")
-            written += handle.write(piece)
-        if one_line:
+            text = piece(rng)
+            written += handle.write(text)
+        if not text.endswith("\n"):
             handle.write("\n")
 
 
@@ -137,13 +235,19 @@ def peak_rss_mb(pid: int) -> float | None:
 
 
 def measure(
-    probe: str, source: str | Path, out: Path, code: Path, env: dict[str, str], timeout: float
+    probe: str,
+    source: str | Path,
+    out: Path,
+    code: Path,
+    env: dict[str, str],
+    timeout: float,
+    options: tuple[str, ...] = (),
 ) -> dict:
-    """Run `probe` on `source` (a file, or a job) in a fresh process; its peak RSS, time and
-    last output line."""
+    """Run `probe` on `source` (a file, or a job) with command-line `options` in a fresh
+    process; its peak RSS, time and last output line."""
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out)],
+        [sys.executable, "-c", REPORT_PEAK + probe, str(source), str(out), *options],
         cwd=code,
         env={**env, "PYTHONPATH": str(code)},
         stdout=subprocess.PIPE,
@@ -194,9 +298,10 @@ def main() -> None:
     rows = ["| input | command | result | peak RSS (MB) | seconds |", "| --- | --- | --- | --- | --- |"]
     try:
         for name in args.inputs.split(","):
-            source = args.work / f"{name}-{args.size_mb}mb.txt"
+            suffix, options, piece = KINDS[name]
+            source = args.work / f"{name}-{args.size_mb}mb{suffix}"
             if not source.exists():
-                write_input(source, args.size_mb * 1_000_000, one_line=name == "one-line")
+                write_input(source, args.size_mb * 1_000_000, piece)
             job = ""
             for command in args.commands.split(","):
                 given = str(source)
@@ -209,10 +314,14 @@ def main() -> None:
                     )
                     given = job
                 with tempfile.TemporaryDirectory(prefix="bench-inputs-out-") as out:
-                    run = measure(PROBES[command], given, Path(out), args.code, env, args.timeout)
+                    given_options = () if command == "fetch" else options
+                    run = measure(
+                        PROBES[command], given, Path(out), args.code, env, args.timeout, given_options
+                    )
                 job = run["result"] if command == "submit" else job
+                label = " ".join([source.name, *options])
                 rows.append(
-                    f"| {source.name} | {command} | {run['result']} (exit {run['status']}) "
+                    f"| {label} | {command} | {run['result']} (exit {run['status']}) "
                     f"| {run['rss']:.0f} | {run['seconds']:.1f} |"
                 )
                 print(rows[-1], flush=True)

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from cli.common import open_report, protect_option, record_options
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
-from producer.documents import Document, DocumentError, ReadOptions
+from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, plan_files
 from producer.inputs import stdin_lines
 from producer.pipeline import (
@@ -98,7 +98,7 @@ def translate_command(
     Files keep their structure: .txt line by line (or --reflow paragraphs), .md with code,
     links and markup kept, .jsonl with only the --field values translated, .csv/.tsv/.parquet with
     only the --column cells translated; any but .parquet may be compressed (.gz, .zst), and
-    the output is compressed the same way. Record files are streamed in bounded memory. With '-', each
+    the output is compressed the same way. Files are streamed in bounded memory. With '-', each
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
@@ -139,9 +139,7 @@ def _translate_files(
     shown = len(report.errors)
     if documents:
         model = translator()
-        whole = [document for _, document in documents if isinstance(document, Document)]
-        total = sum(len(document.segments) for document in whole) if len(whole) == len(documents) else None
-        with tqdm(total=total, unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
+        with tqdm(unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
             translate_files(documents, model, report, progress=bar.update)
     for error in report.errors[shown:]:  # streamed files found invalid part way
         click.echo(f"error: {error}", err=True)

@@ -43,23 +43,30 @@ CHUNK_SORT_WINDOW = 256
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
 MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 
-#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes (128 MiB), counted after
-#: decompression for a ``.gz``/``.zst`` file. A file over it fails, naming its size, before a
-#: byte is read (a compressed one as soon as its decompressed bytes pass it). It does not apply
-#: to the record files that `translate`, `submit` and the inbox stream (flat memory, whatever
-#: the size: `translate` peaks at 65 MB for 10 MB of ordinary text and 74 MB for 20 MB,
-#: `submit` at 116 MB for 10 MB and 127 MB for 50 MB; bench/inputs_results.md). Other documents (``.md``,
-#: ``--reflow`` ``.txt``) are read and parsed whole, at about 8 bytes of memory per byte of
-#: text, and a submitted one is stored as one Redis value (its layout, about 2.5 times its
-#: text; 512 MB at most by default).
-MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(128 << 20)))
+#: TRANSQUEUE_MAX_BLOCK_BYTES: the longest stretch of a Markdown file where a window cannot end,
+#: in bytes (4 MiB): a paragraph (or a list item's, or a quote's), a fenced code or HTML block,
+#: with no blank line outside them nor a heading, list item or table row to start the next
+#: window at; and the longest ``--reflow`` paragraph of a file. A window grows to hold one of
+#: these (``producer.streaming``); a longer one fails its file, naming file:line where it
+#: starts. No file is read whole, so there is no limit on the size of a file: memory stays
+#: flat whatever it is. The biggest windows cost the most: 50 MB of --reflow paragraphs of
+#: 7 MB each peaked at 294 MB in `translate` and 350 MB in `submit` (ordinary Markdown: 91 and
+#: 138 MB; bench/inputs_results.md), which 4 MiB keeps well under 500 MB.
+MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20)))
+
+#: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if
+#: its closing line starts within this many characters; else the first line is a thematic
+#: break. Real front matter is a few hundred bytes; the bound lets a file's first window know
+#: where its front matter ends without reading further (``producer.formats.markdown``).
+FRONT_MATTER_MAX_CHARS = 1 << 16
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20
 
-#: Bytes of a streamed record file (``producer.streaming``) read, parsed, translated and written
-#: at a time, cut after a whole record; `submit` stores such a file as windows of this size
+#: Bytes of a text file (``producer.streaming``) read, parsed, translated and written at a time,
+#: cut after a whole record (for Markdown and ``--reflow`` text, where no block is open: see
+#: MAX_BLOCK_BYTES); `submit` stores a file as windows of this size
 #: (``producer.jobs``) and `fetch` renders them one at a time. Each window's distinct sentences
 #: go to the model in one call, so a window should hold a few thousand sentences for full
 #: batches; memory is a few times this, whatever the size of the file.

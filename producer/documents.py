@@ -1,19 +1,20 @@
 """Documents: read a file into sentences to translate, and render it back with translations.
 
 Public API (shared with the distributed path): ``DocumentError``, ``Segment``, ``Document``,
-``ReadOptions``, ``read_document``, ``parse_text``, ``output_path``.
+``ReadOptions``, ``Resume``, ``parse_text``, ``window_cuts``, ``output_path``. Files are read
+a window at a time by ``producer.streaming``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from producer import defaults
 from producer.compression import split_name
 from producer.formats import jsonl, markdown, table, text
-from producer.inputs import Limits, decode_input, read_input
+from producer.inputs import Limits
 from producer.layout import DocumentError, LayoutBuilder, Part, Segment, render
 from producer.protect import ProtectError, compile_patterns
 
@@ -21,17 +22,15 @@ __all__ = [
     "Document",
     "DocumentError",
     "ReadOptions",
+    "Resume",
     "Segment",
     "output_path",
     "parse_text",
-    "read_document",
+    "window_cuts",
 ]
 
 FORMATS = ("txt", "md", "jsonl", "csv", "tsv")
 BOM = "\ufeff"
-
-#: Why a Parquet file is not read as a text document (``producer.formats.parquet`` reads it).
-PARQUET_NOT_TEXT = "a Parquet file is read a row group at a time (producer.formats.parquet), not as text"
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,8 @@ class ReadOptions:
     ``fields``: the JSONL fields to translate (top-level keys or dotted paths).
     ``reflow``: in ``.txt`` (and JSONL values), blank-line-separated blocks are hard-wrapped
     paragraphs rather than one unit per line.
-    ``limits``: the longest line and the largest file read (``producer.inputs``).
+    ``limits``: the longest line, and Markdown block or ``--reflow`` paragraph, read
+    (``producer.inputs``).
     ``columns``: the CSV/TSV columns to translate (header names, or else 0-based indexes).
     ``protect``: extra protected-span patterns (regular expressions, ``producer.protect``),
     by default those of ``TRANSQUEUE_PROTECT``.
@@ -52,6 +52,17 @@ class ReadOptions:
     limits: Limits = Limits()
     columns: tuple[str, ...] = ()
     protect: tuple[str, ...] = defaults.PROTECT_PATTERNS
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How a window of a file that does not start it is read (``producer.streaming``): no
+    byte order mark is looked for at its start; ``header`` is the names of the header of a
+    CSV/TSV table (the window has none), ``markdown`` the Markdown block scanner's state at
+    the cut the window starts at (by default: after a blank line, outside any list)."""
+
+    header: Sequence[str] | None = None
+    markdown: markdown.Cut = markdown.Cut(0, True, False, None)
 
 
 @dataclass
@@ -91,16 +102,6 @@ def format_of(path: Path) -> str:
     return fmt
 
 
-def read_document(path: Path, options: ReadOptions = ReadOptions()) -> Document:
-    """Read (`producer.inputs.read_input`) and parse ``path`` (UTF-8, line endings kept),
-    choosing the format by suffix."""
-    path = Path(path)
-    fmt = format_of(path)
-    if fmt == "parquet":
-        raise DocumentError(f"{path}: {PARQUET_NOT_TEXT}")
-    return parse_text(decode_input(read_input(path, options.limits), path), fmt, options, path)
-
-
 def parse_text(
     content: str,
     fmt: str,
@@ -108,20 +109,19 @@ def parse_text(
     path: Path | None = None,
     *,
     first_line: int = 1,
-    header: Sequence[str] | None = None,
+    resume: Resume | None = None,
 ) -> Document:
     """Parse ``content`` as ``fmt`` ("txt", "md", "jsonl", "csv" or "tsv").
 
     ``first_line`` is the line number of the content's first line in error messages (for
-    content cut from a longer stream); ``header``, for a window of a CSV/TSV table after its
-    first, is the table's header (the content then has none). A UTF-8 byte order mark is kept
-    in the output and the document after it is parsed as if it were not there. A
-    protected-span pattern of ``options`` that is not a valid regular expression is a
-    DocumentError.
+    content cut from a longer stream); ``resume``, for a window of a file after its first,
+    how to go on reading it. A UTF-8 byte order mark at the start of a file is kept in the
+    output and the document after it is parsed as if it were not there. A protected-span
+    pattern of ``options`` that is not a valid regular expression is a DocumentError.
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
-    bom = BOM if content.startswith(BOM) else ""
+    bom = BOM if resume is None and content.startswith(BOM) else ""
     try:
         compile_patterns(options.protect)
     except ProtectError as error:
@@ -130,7 +130,7 @@ def parse_text(
     if fmt == "txt":
         text.build(builder, reflow=options.reflow)
     elif fmt == "md":
-        markdown.build(builder)
+        markdown.build(builder, resume.markdown if resume else None)
     elif fmt == "jsonl":
         if not options.fields:
             raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
@@ -138,11 +138,30 @@ def parse_text(
     elif fmt in defaults.DELIMITERS:
         if not options.columns:
             raise DocumentError(f"{where}: a {fmt.upper()} document needs at least one column (--column)")
+        header = resume.header if resume else None
         table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line, header)
     else:
         raise DocumentError(f"{where}: unknown format {fmt!r}; supported: {', '.join(FORMATS)}")
     parts = builder.finish()
     return Document(path, segments, [bom, *parts] if bom else parts, first_line)
+
+
+def window_cuts(
+    content: str, fmt: str, resume: Resume | None = None, complete: bool = True
+) -> Iterator[tuple[int, Resume]]:
+    """Where ``content``, whole lines of a Markdown (``fmt`` "md") or ``--reflow`` text file (its
+    start, or what follows the cut ``resume`` was made at; all of it if ``complete``) may be
+    cut into windows parsed on their own, in order: the offset of each cut and how to read
+    what follows it. Rendering the windows and joining them gives what rendering the whole
+    gives; when ``content`` is only the start of what follows, each of its cuts is a cut of
+    the whole (see ``producer.formats.markdown.cuts``)."""
+    bom = len(BOM) if resume is None and content.startswith(BOM) else 0
+    if fmt == "md":
+        for cut in markdown.cuts(content[bom:], resume.markdown if resume else None, complete):
+            yield bom + cut.end, Resume(markdown=cut)
+    else:
+        for end in text.blank_line_ends(content[bom:]):
+            yield bom + end, Resume()
 
 
 def output_path(input_path: Path) -> Path:

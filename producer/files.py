@@ -29,7 +29,7 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
       (``*.zh.EXT``) and anything inside the output tree are left alone.
     - Whatever is not a directory is planned as a file, even a FIFO, a device, a symbolic
-      link loop or a dangling link: reading it (`producer.inputs.read_input`) fails for
+      link loop or a dangling link: reading it (`producer.inputs.stream_input`) fails for
       that file alone, naming it and what it is, and nothing here opens or follows it.
 
     Raises DocumentError for a missing input, a target that is one of the inputs, or two

@@ -51,7 +51,6 @@ from producer.jobs import (
     write_document,
 )
 from producer.schedule import InboxEntry
-from producer.streaming import is_streamed
 from store.jobstore import CANCELLED, PARTIAL, DocumentRecord, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
@@ -164,7 +163,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
             continue
-        except DocumentError as exc:  # not a regular file, or over a limit
+        except DocumentError as exc:  # not a regular file, or a line over the limit
             skipped[name] = str(exc)
             continue
         if seen.get(name) == digest or (name, digest) in pending:
@@ -191,8 +190,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
 
 def _digest(path: Path, options: ReadOptions) -> str:
     """The sha256 of an inbox file: of its bytes as submit reads them (decompressed, within the
-    limits that apply to its format: no file limit for a record file, which is streamed); of a
-    Parquet file as it is (the file limit does not apply to it either)."""
+    line limit); of a Parquet file as it is."""
     try:
         fmt = format_of(path)
     except DocumentError:
@@ -200,7 +198,7 @@ def _digest(path: Path, options: ReadOptions) -> str:
     if fmt == "parquet":
         with open_regular(path) as handle:
             return file_digest(handle)[1]
-    return input_digest(path, options.limits, whole=not (fmt and is_streamed(fmt, options)))
+    return input_digest(path, options.limits)
 
 
 def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry]) -> None:

@@ -1,17 +1,15 @@
 """Reading inputs: the one way every path reads an input file, and stdin's line limit.
 
-`read_input` (a whole document) and `stream_input` (a record file, in pieces) are used by
-`transqueue translate` (``producer.documents.read_document``, ``producer.streaming``),
-`transqueue submit` (``producer.jobs``) and the scheduled inbox scan, which hashes files with
-`input_digest` (a Parquet file with `file_digest`, opened with `open_regular`). They read
+`stream_input` (a text file, in pieces) is used by `transqueue translate` and `transqueue
+submit` (both through ``producer.streaming``) and the scheduled inbox scan, which hashes files
+with `input_digest` (a Parquet file with `file_digest`, opened with `open_regular`). It reads
 only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
 device is refused by name without being opened for reading (a FIFO would block ``open()``,
-``/dev/zero`` never ends), and `read_input` refuses a file over ``Limits.file_bytes``
-(decompressed bytes).
-Lines are measured as the bytes arrive, and reading stops at the first one over
-``Limits.line_bytes``, so a file made of one endless line costs about one line of memory and
-time before it fails. Symbolic link loops and dangling links are OSErrors that say so. Each
-failure concerns one file: callers report it (`failure`) and go on with the others.
+``/dev/zero`` never ends). No file is read whole, so none is too big. Lines are measured as
+the bytes arrive, and reading stops at the first one over ``Limits.line_bytes``, so a file
+made of one endless line costs about one line of memory and time before it fails. Symbolic
+link loops and dangling links are OSErrors that say so. Each failure concerns one file:
+callers report it (`failure`) and go on with the others.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from __future__ import annotations
 import errno
 import gzip
 import hashlib
-import io
 import os
 import stat
 import zlib
@@ -48,50 +45,31 @@ _KINDS = {
 
 @dataclass(frozen=True)
 class Limits:
-    """The largest input accepted, in bytes: a line (or stdin unit) and a file."""
+    """The largest input accepted, in bytes: a line (or stdin unit), and a Markdown block or
+    ``--reflow`` paragraph of a file (``producer.streaming``)."""
 
     line_bytes: int = defaults.MAX_LINE_BYTES
-    file_bytes: int = defaults.MAX_FILE_BYTES
+    block_bytes: int = defaults.MAX_BLOCK_BYTES
 
 
-def read_input(path: Path, limits: Limits = Limits()) -> bytes:
-    """The bytes of the input file ``path`` (symbolic links followed), decompressed.
-
-    DocumentError for a file that is not a regular file, is larger than
-    ``limits.file_bytes`` (naming its size) or has a line longer than ``limits.line_bytes``
-    (naming file:line). OSError for a file that cannot be read, with a message that names a
-    symbolic link loop or a dangling link as such.
-    """
-    content = io.BytesIO()  # grows in place; getvalue() hands its buffer over without a copy
-    for chunk in _within_limits(path, limits):
-        content.write(chunk)
-    return content.getvalue()
-
-
-def input_digest(path: Path, limits: Limits = Limits(), whole: bool = True) -> str:
-    """The sha256 (hex) of the input file ``path``'s decompressed bytes, read in pieces: the
-    bytes and errors of ``read_input`` (``whole``), or else of ``stream_input``, without
-    holding the file."""
+def input_digest(path: Path, limits: Limits = Limits()) -> str:
+    """The sha256 (hex) of the input file ``path``'s decompressed bytes, read in pieces with
+    the errors of ``stream_input``, without holding the file."""
     digest = hashlib.sha256()
-    for chunk in _within_limits(path, limits) if whole else stream_input(path, limits.line_bytes):
+    for chunk in stream_input(path, limits.line_bytes):
         digest.update(chunk)
     return digest.hexdigest()
 
 
-def _within_limits(path: Path, limits: Limits) -> Iterator[bytes]:
-    """``stream_input``'s pieces, refused as soon as the file is over ``limits.file_bytes``."""
-    _check_size(path, _stat(path), limits)
-    size = 0
-    for chunk in stream_input(path, limits.line_bytes):
-        size += len(chunk)
-        if size > limits.file_bytes:  # grew since checked (or inflated)
-            raise DocumentError(f"{path}: {_over_file_limit(limits)}")
-        yield chunk
-
-
 def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
-    """The (decompressed) bytes of the input file ``path`` in pieces of about
-    ``READ_CHUNK_BYTES``, however big it is: errors as ``read_input``, without its file limit."""
+    """The (decompressed) bytes of the input file ``path`` (symbolic links followed) in pieces
+    of about ``READ_CHUNK_BYTES``, however big it is.
+
+    DocumentError for a file that is not a regular file or has a line longer than
+    ``line_bytes`` (naming file:line), as soon as the piece that shows it is read. OSError for
+    a file that cannot be read, with a message that names a symbolic link loop or a dangling
+    link as such.
+    """
     with open_regular(path) as raw:
         lines = _LineMeter(str(path), line_bytes)
         with _decompression_errors(path):
@@ -104,7 +82,7 @@ def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Itera
 def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading, unbuffered, if it is a regular file (symbolic links
     followed): DocumentError for anything else, checked before it is opened (opening a FIFO
-    would block) and again on what was opened, had it been swapped; OSError as ``read_input``."""
+    would block) and again on what was opened, had it been swapped; OSError as ``stream_input``."""
     _check_file(path, _stat(path))
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     handle = open(descriptor, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
@@ -180,7 +158,7 @@ def _stat(path: Path) -> os.stat_result:
 
 def check_regular(path: Path) -> None:
     """DocumentError unless ``path`` is a regular file (symbolic links followed), as
-    ``read_input`` checks it, for a reader that opens files itself (Parquet)."""
+    ``stream_input`` checks it, for a reader that opens files itself (Parquet)."""
     _check_file(path, _stat(path))
 
 
@@ -188,16 +166,6 @@ def _check_file(path: Path, status: os.stat_result) -> None:
     if not stat.S_ISREG(status.st_mode):
         kind = _KINDS.get(stat.S_IFMT(status.st_mode), "a special file")
         raise DocumentError(f"{path}: not a regular file ({kind}); not read")
-
-
-def _check_size(path: Path, status: os.stat_result, limits: Limits) -> None:
-    _check_file(path, status)
-    if status.st_size > limits.file_bytes:
-        raise DocumentError(f"{path}: {status.st_size:,} bytes, {_over_file_limit(limits)}")
-
-
-def _over_file_limit(limits: Limits) -> str:
-    return f"larger than the {limits.file_bytes:,}-byte limit on a file (TRANSQUEUE_MAX_FILE_BYTES)"
 
 
 class _LineMeter:

@@ -1,8 +1,8 @@
 """Distributed jobs, producer side: documents into a job in Redis, results back into documents.
 
-A job stores each document as parsed at submit, as one or more *windows*: a record file
+A job stores each document as parsed at submit, as one or more *windows*: a text file
 (`producer.streaming`) a window of about ``STREAM_WINDOW_BYTES`` at a time, exactly as
-`transqueue translate` streams it, any other document (and each stdin unit) as one window.
+`transqueue translate` streams it, each stdin unit as one window.
 Each window is parsed, given its slots, stored (its segments and layout, see
 `producer.stored_layout`) and cut into chunks before the next is read, so submit holds
 about one window, whatever the size of the job. A segment's *slot* is the job's distinct
@@ -39,13 +39,13 @@ from typing import Any, cast
 
 from producer import defaults
 from producer.chunking import Chunker, Pair, character_lengths, source_lengths
-from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text, read_document
+from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask, contained, write_atomic
 from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
 from producer.inputs import failure
 from producer.quality import FlagLog
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
-from producer.streaming import StreamedDocument, is_streamed
+from producer.streaming import StreamedDocument
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
 from store.queues import model_key, model_queue, send_chunks
@@ -88,8 +88,8 @@ class Source:
     def read(
         self, fmt: str, options: ReadOptions
     ) -> Iterator[tuple[Iterator[Window], tuple[int, str] | None]]:
-        """The document's windows, parsed as `transqueue translate` parses it (a record file a
-        window at a time, a Parquet file a row group at a time, anything else whole), and for
+        """The document's windows, parsed as `transqueue translate` parses it (a text file a
+        window at a time, a Parquet file a row group at a time, a stdin unit whole), and for
         a Parquet file its size and sha256 (None otherwise). DocumentError (naming file:line)
         or OSError as soon as the window that holds the problem is read."""
         if fmt == "parquet":
@@ -106,10 +106,8 @@ class Source:
         path = Path(self.name)
         if self.text is not None:
             yield parse_text(self.text, fmt, options, path, first_line=self.first_line)
-        elif is_streamed(fmt, options):
-            yield from StreamedDocument(path, fmt, options).windows()
         else:
-            yield read_document(path, options)
+            yield from StreamedDocument(path, fmt, options).windows()
 
 
 def _text_window(document: Document, first_line: int) -> Window:

@@ -1,11 +1,11 @@
 """The in-process path: documents in, translated documents out, no Redis.
 
-``translate_files`` reads every whole document first (so progress knows the total),
-translates each document's sentences with a `models.protocol.SentenceTranslator` (in practice
-``models.translator.Translator``), renders and writes it atomically. A record file (``.txt``
-lines, ``.jsonl``, ``.csv``, ``.tsv``, compressed or not) is streamed instead
-(``producer.streaming``): translated and written window by window into its temporary file,
-and a Parquet file row group by row group (``producer.formats.parquet``).
+``read_tasks`` checks that each file can be read with the options given, and
+``translate_files`` translates each document's sentences with a
+`models.protocol.SentenceTranslator` (in practice ``models.translator.Translator``), renders
+and writes it atomically: a text file window by window into its temporary file
+(``producer.streaming``), a Parquet file row group by row group
+(``producer.formats.parquet``).
 ``translate_stream`` does the same for stdin, one line (or reflowed block) at a time.
 A sentence repeated in a run is translated once, as long as the run's translation memory
 (the ``TRANSLATION_MEMORY_ENTRIES`` most recently translated) still holds it.
@@ -22,19 +22,12 @@ from pathlib import Path
 
 from models.protocol import SentenceTranslator
 from producer import defaults
-from producer.documents import (
-    Document,
-    DocumentError,
-    ReadOptions,
-    format_of,
-    parse_text,
-    read_document,
-)
-from producer.files import FileTask, write_atomic
+from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
+from producer.files import FileTask
 from producer.formats.parquet import ParquetDocument
 from producer.inputs import failure, line_too_long
 from producer.quality import FlagLog
-from producer.streaming import StreamedDocument, is_streamed
+from producer.streaming import StreamedDocument
 
 Progress = Callable[[int], None]
 
@@ -121,36 +114,33 @@ class Translations:
 
 def read_tasks(
     tasks: Iterable[FileTask], options: RunOptions, report: RunReport
-) -> list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]]:
-    """Parse each task's document (a record file: only check that it can be parsed, see
-    ``producer.streaming``); existing outputs are skipped unless ``force``.
+) -> list[tuple[FileTask, StreamedDocument | ParquetDocument]]:
+    """Each task's document, checked before anything is read (``StreamedDocument.check``,
+    ``ParquetDocument.check``); existing outputs are skipped unless ``force``.
 
     A document that cannot be read or parsed is recorded in ``report.errors``; the others go on.
     """
-    documents: list[tuple[FileTask, Document | StreamedDocument | ParquetDocument]] = []
+    documents: list[tuple[FileTask, StreamedDocument | ParquetDocument]] = []
     for task in tasks:
         if task.target.exists() and not options.force:
             report.skipped.append(task.target)
             continue
         try:
             fmt = format_of(task.source)
-            if fmt == "parquet" or is_streamed(fmt, options.read):
-                streamed: StreamedDocument | ParquetDocument = (
-                    ParquetDocument(task.source, options.read)
-                    if fmt == "parquet"
-                    else StreamedDocument(task.source, fmt, options.read)
-                )
-                streamed.check()
-                documents.append((task, streamed))
-            else:
-                documents.append((task, read_document(task.source, options.read)))
+            document: StreamedDocument | ParquetDocument = (
+                ParquetDocument(task.source, options.read)
+                if fmt == "parquet"
+                else StreamedDocument(task.source, fmt, options.read)
+            )
+            document.check()
+            documents.append((task, document))
         except (DocumentError, OSError) as error:
             report.errors.append(failure(task.source, error))
     return documents
 
 
 def translate_files(
-    documents: Iterable[tuple[FileTask, Document | StreamedDocument | ParquetDocument]],
+    documents: Iterable[tuple[FileTask, StreamedDocument | ParquetDocument]],
     translator: SentenceTranslator,
     report: RunReport,
     progress: Progress = lambda n: None,
@@ -158,23 +148,20 @@ def translate_files(
     """Translate, render and atomically write each document; returns ``report``.
 
     Each file is written as soon as it is done; an interruption leaves the files written so
-    far complete and no partial file behind, so the run can simply be repeated. A streamed
-    document that turns out to be invalid part way is recorded in ``report.errors`` (nothing
-    is written for it) and the others go on.
+    far complete and no partial file behind, so the run can simply be repeated. A document
+    that turns out to be invalid part way is recorded in ``report.errors`` (nothing is
+    written for it) and the others go on.
     """
     started = time.perf_counter()
     translations = Translations(translator, report)
     try:
         for task, document in documents:
             translate = partial(translations.checked, str(task.source), progress=progress)
-            if isinstance(document, Document):
-                write_atomic(task.target, document.render(translate(document)))
-            else:
-                try:
-                    document.write(task.target, translate)
-                except (DocumentError, OSError) as error:
-                    report.errors.append(failure(task.source, error))
-                    continue
+            try:
+                document.write(task.target, translate)
+            except (DocumentError, OSError) as error:
+                report.errors.append(failure(task.source, error))
+                continue
             report.written.append(task.target)
     finally:
         report.seconds += time.perf_counter() - started

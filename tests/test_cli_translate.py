@@ -14,7 +14,8 @@ import zstandard
 from click.testing import CliRunner
 
 from cli import main
-from producer.documents import ReadOptions, read_document
+from producer.documents import ReadOptions
+from tests.test_documents import read_whole
 
 TRANSQUEUE = Path(sys.executable).with_name("transqueue")
 
@@ -64,7 +65,7 @@ def inputs(tmp_path: Path) -> Path:
 
 def expected(path: Path, translator, options: ReadOptions) -> str:
     """What the library renders for `path` with the model's translations."""
-    document = read_document(path, options)
+    document = read_whole(path, options)
     results = translator.translate([segment.text for segment in document.segments])
     return document.render([result.text for result in results])
 
@@ -135,7 +136,7 @@ def test_tables_and_compressed_files(inputs, tmp_path, tiny_bundle, translator):
 
 
 def test_every_sentence_translated_exactly_once_in_order(inputs, tiny_bundle, translator):
-    document = read_document(inputs / "guide.md")
+    document = read_whole(inputs / "guide.md")
     markers = [f"〔{i}〕" for i in range(len(document.segments))]
     rendered = document.render(markers)
     assert [rendered.index(m) for m in markers] == sorted(rendered.index(m) for m in markers)

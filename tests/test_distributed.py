@@ -39,7 +39,7 @@ from distributed_support import (
 from cli import main
 from models.translator import Translator
 from producer import defaults
-from producer.documents import ReadOptions
+from producer.documents import ReadOptions, output_path, parse_text
 from producer.files import plan_files
 from producer.inbox import deliver_job, run_inbox
 from producer.pipeline import (
@@ -344,8 +344,8 @@ def test_fetch_report_and_status_flag_as_translate_does(cluster, translator, tmp
 def test_documents_of_several_windows_come_back_as_translate_writes_them(
     cluster, translator, tmp_path, monkeypatch
 ):
-    """Record files are submitted a window at a time (here 300 bytes) and fetched, followed
-    and flagged window after window, exactly as `transqueue translate` writes them."""
+    """Files are submitted a window at a time (here 300 bytes) and fetched, followed and
+    flagged window after window, exactly as `transqueue translate` writes them."""
     monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 300)
     inputs = write_corpus(tmp_path / "in", "windows", 90)
     expected_report = tmp_path / "expected.jsonl"
@@ -361,7 +361,7 @@ def test_documents_of_several_windows_come_back_as_translate_writes_them(
     job_id = submit_files(cluster, inputs, tmp_path / "out")
     store = cluster.store()
     windows = {Path(r.name).name: r.windows for r in store.documents(job_id)}
-    assert windows["guide.md"] == 1 and windows["notes.txt"] > 3 and windows["records.jsonl"] > 3
+    assert windows["guide.md"] > 1 and windows["notes.txt"] > 3 and windows["records.jsonl"] > 3
     report = tmp_path / "report.jsonl"
     followed = cluster.cli("fetch", job_id, "--follow", "--report", str(report))
     assert "3 of 3 documents written" in followed.output
@@ -379,6 +379,56 @@ def test_documents_of_several_windows_come_back_as_translate_writes_them(
     assert store.runs.get("windows", run.run_id).state == DELIVERED
     mirrored = translate_locally([inbox], tmp_path / "mirrored", translator, ReadOptions(FIELDS))
     assert_same_files(outbox, mirrored)
+
+
+def blocks_corpus(directory: Path, tag: str, count: int) -> list[Path]:
+    """A .md of every kind of block, blank lines inside fences, HTML, front matter and list
+    items, and a hard-wrapped .txt of paragraphs, made of `count` sentences of this test."""
+    s = sentences(tag, count)
+    directory.mkdir(parents=True)
+    md = directory / "guide.md"
+    md.write_text(
+        f"---\ntitle: {s[0]}\n\nlayout: post\n---\n\n# {s[1]}\n\n"
+        + "".join(
+            f"{s[i]} {s[i + 1]}\n{s[i + 2]}\n\n"
+            f"```\ncode {s[i]}\n\nmore code\n```\n\n"
+            f"- {s[i + 3]}\n\n    {s[i + 4]}\n\n- {s[i + 5]}\n\n"
+            f"<!-- {s[i]}\n\n-->\n\n> {s[i + 6]}\n>\n> {s[i + 7]}\n\n"
+            f"| {s[i + 8]} | {s[i + 9]} |\n|---|---|\n| {s[i + 1]} | 4 |\n\n"
+            for i in range(2, count - 10, 10)
+        ),
+        encoding="utf-8",
+    )
+    txt = directory / "book.txt"
+    txt.write_bytes(
+        "".join(
+            f"{s[i]}\r\n{s[i + 1]} {s[i + 2]}\r\n{s[i + 3]}\r\n\r\n" for i in range(0, count - 4, 4)
+        ).encode()
+    )
+    return [md, txt]
+
+
+def test_markdown_and_reflowed_text_of_several_windows_come_back_as_read_whole(
+    cluster, translator, tmp_path, monkeypatch
+):
+    """A .md and a --reflow .txt, submitted a window at a time (here 200 bytes, cut after
+    blank lines outside any block), come back byte for byte as the whole documents render
+    with the same translations, and as `transqueue translate --reflow` writes them."""
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 200)
+    inputs = blocks_corpus(tmp_path / "in", "blocks", 80)
+    cluster.cli("translate", *map(str, inputs), "--out", str(tmp_path / "expected"), "--reflow")
+    job_id = cluster.cli(
+        "submit", *map(str, inputs), "--out", str(tmp_path / "out"), "--reflow"
+    ).output.strip()
+    windows = {Path(r.name).name: r.windows for r in cluster.store().documents(job_id)}
+    assert windows["guide.md"] > 5 and windows["book.txt"] > 5
+    cluster.wait_job(job_id)
+    assert "2 of 2 documents written" in cluster.cli("fetch", job_id).output
+    assert_same_files(tmp_path / "out", tmp_path / "expected")
+    for path in inputs:
+        whole = parse_text(path.read_bytes().decode(), path.suffix[1:], ReadOptions(reflow=True))
+        translations = [translator.translate_one(segment.text).text for segment in whole.segments]
+        assert (tmp_path / "out" / output_path(path).name).read_bytes() == whole.render(translations).encode()
 
 
 def test_parquet_through_a_job_comes_back_as_translate_writes_it(cluster, translator, tmp_path):

@@ -13,12 +13,13 @@ from producer.documents import (
     Document,
     DocumentError,
     ReadOptions,
+    format_of,
     output_path,
     parse_text,
-    read_document,
 )
-from producer.inputs import Limits
+from producer.inputs import Limits, decode_input, stream_input
 from producer.stored_layout import dump_document, load_document
+from producer.streaming import StreamedDocument
 
 WORDS = st.sampled_from(
     ["Hello", "world", "Dr.", "U.S.", "e.g.", "3.14", "42", "中文", "∯", "ȸ", "café", "x"]
@@ -94,6 +95,14 @@ def jsonl_documents(draw) -> str:
         lines.append(json.dumps(record, separators=separators, ensure_ascii=ascii_only))
     eol = draw(EOL)
     return eol.join(lines) + draw(st.sampled_from(["", eol]))
+
+
+def read_whole(path: Path, options: ReadOptions | None = None) -> Document:
+    """``path`` read as the commands read it (``producer.inputs.stream_input``) and parsed as
+    one document: what its windows render, joined."""
+    options = options or ReadOptions()
+    data = b"".join(stream_input(path, options.limits.line_bytes))
+    return parse_text(decode_input(data, path), format_of(path), options, path)
 
 
 def identity(doc: Document) -> str:
@@ -357,27 +366,29 @@ def test_jsonl_needs_a_field():
 # -- files ---------------------------------------------------------------------------
 
 
-def test_read_document_keeps_crlf(tmp_path):
+def test_a_file_keeps_crlf(tmp_path):
     path = tmp_path / "a.txt"
     path.write_bytes(b"One.\r\nTwo.\r\n")
-    doc = read_document(path)
+    (doc,) = StreamedDocument(path, "txt", ReadOptions()).windows()
     assert doc.path == path
     assert identity(doc) == "One.\r\nTwo.\r\n"
 
 
 def test_unknown_suffix_is_refused(tmp_path):
     with pytest.raises(DocumentError, match=r"unsupported format '\.pdf'.*\.jsonl.*\.md.*\.txt"):
-        read_document(tmp_path / "report.pdf")
+        format_of(tmp_path / "report.pdf")
 
 
-def test_invalid_utf8_names_the_line(tmp_path):
-    path = tmp_path / "bad.txt"
+@pytest.mark.parametrize(("fmt", "reflow"), [("txt", False), ("txt", True), ("md", False)])
+def test_invalid_utf8_names_the_line(tmp_path, fmt, reflow):
+    path = tmp_path / f"bad.{fmt}"
+    options = ReadOptions(reflow=reflow)
     path.write_bytes(b"fine\nbad \xff here\n")
-    with pytest.raises(DocumentError, match=r"bad\.txt:2: not valid UTF-8"):
-        read_document(path)
-    path.write_bytes(b"fine\n" * 10_000 + b"bad \xff here\n")  # past the first read buffer
-    with pytest.raises(DocumentError, match=r"bad\.txt:10001: not valid UTF-8"):
-        read_document(path)
+    with pytest.raises(DocumentError, match=rf"bad\.{fmt}:2: not valid UTF-8"):
+        list(StreamedDocument(path, fmt, options).windows())
+    path.write_bytes(b"fine\n\n" * 300_000 + b"bad \xff here\n")  # past the first window
+    with pytest.raises(DocumentError, match=rf"bad\.{fmt}:600001: not valid UTF-8"):
+        list(StreamedDocument(path, fmt, options).windows())
 
 
 def test_output_path():
@@ -417,7 +428,7 @@ def test_jsonl_field_given_twice_is_translated_once():
 
 # -- fuzzing the readers and the reassembler -------------------------------------------------
 
-FUZZ_OPTIONS = ReadOptions(fields=("text", "meta.title"), limits=Limits(line_bytes=700, file_bytes=4000))
+FUZZ_OPTIONS = ReadOptions(fields=("text", "meta.title"), limits=Limits(line_bytes=700, block_bytes=4000))
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: (
@@ -451,22 +462,26 @@ def fuzz_dir(tmp_path_factory) -> Path:
 def assert_read_or_refused(
     directory: Path, suffix: str, data: bytes, reflow: bool = False, columns: tuple[str, ...] = ()
 ) -> None:
-    """Reading ``data`` as a file either raises DocumentError or gives a document whose
+    """Reading ``data`` as a file either raises DocumentError or gives windows whose
     segments render it back byte for byte, from the stored layout too, and whose
     translation can be written."""
     path = directory / f"fuzz{suffix}"
     path.write_bytes(data)
+    options = ReadOptions(FUZZ_OPTIONS.fields, reflow, FUZZ_OPTIONS.limits, columns)
     try:
-        document = read_document(path, ReadOptions(FUZZ_OPTIONS.fields, reflow, FUZZ_OPTIONS.limits, columns))
+        windows = list(StreamedDocument(path, format_of(path), options).windows())
     except DocumentError:
         return
-    texts = [segment.text for segment in document.segments]
-    assert document.render(texts).encode("utf-8") == data
-    stored = load_document(dump_document(document), "fuzz")
-    assert stored.render(texts).encode("utf-8") == data
-    markers = [f"〔{i}〕" for i in range(len(texts))]
-    assert stored.render(markers) == document.render(markers)
-    document.render(markers).encode("utf-8")  # a translation can be written as UTF-8
+    rendered = stored_rendered = b""
+    for document in windows:
+        texts = [segment.text for segment in document.segments]
+        rendered += document.render(texts).encode("utf-8")
+        stored = load_document(dump_document(document), "fuzz")
+        stored_rendered += stored.render(texts).encode("utf-8")
+        markers = [f"〔{i}〕" for i in range(len(texts))]
+        assert stored.render(markers) == document.render(markers)
+        document.render(markers).encode("utf-8")  # a translation can be written as UTF-8
+    assert rendered == stored_rendered == data
 
 
 @settings(max_examples=300, deadline=None)

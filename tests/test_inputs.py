@@ -1,4 +1,4 @@
-"""producer.inputs: only regular files are read, within the line and file limits, on real files."""
+"""producer.inputs: only regular files are read, within the line limit, on real files."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from producer import defaults
-from producer.inputs import Limits, decode_input, failure, read_input, stdin_lines
+from producer.inputs import decode_input, failure, stdin_lines, stream_input
 from producer.layout import DocumentError
+
+
+def read_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> bytes:
+    """All the pieces of ``stream_input``."""
+    return b"".join(stream_input(path, line_bytes))
 
 
 def read_in_thread(path: Path) -> BaseException | bytes:
@@ -96,23 +101,12 @@ def test_link_loops_and_dangling_links_say_what_they_are(tmp_path):
         read_input(tmp_path / "missing.txt")
 
 
-def test_a_file_over_the_size_limit_is_refused_naming_its_size(tmp_path):
-    path = tmp_path / "big.txt"
-    path.write_bytes(b"x\n" * 600)
-    assert len(read_input(path, Limits(file_bytes=1200))) == 1200
-    with pytest.raises(DocumentError) as error:
-        read_input(path, Limits(file_bytes=1199))
-    assert str(error.value) == (
-        f"{path}: 1,200 bytes, larger than the 1,199-byte limit on a file (TRANSQUEUE_MAX_FILE_BYTES)"
-    )
-
-
 def test_a_line_over_the_limit_names_file_and_line(tmp_path):
     path = tmp_path / "doc.md"
     path.write_bytes(b"short\r\n" + b"x" * 9 + b"\n" + b"y" * 10 + b"\ntail")
-    assert read_input(path, Limits(line_bytes=10)) == path.read_bytes()  # "short\r" counts 6
+    assert read_input(path, 10) == path.read_bytes()  # "short\r" counts 6
     with pytest.raises(DocumentError) as error:
-        read_input(path, Limits(line_bytes=9))
+        read_input(path, 9)
     assert str(error.value) == f"{path}:3: line longer than 9 bytes (TRANSQUEUE_MAX_LINE_BYTES)"
 
 
@@ -122,7 +116,7 @@ def test_a_50_mb_single_line_is_refused_at_its_start(tmp_path):
         handle.truncate(50_000_000)  # sparse: 50 MB of NUL bytes, no line break
     started = time.perf_counter()
     with pytest.raises(DocumentError, match=r"one-line\.txt:1: line longer than 1,048,576 bytes"):
-        read_input(path, Limits(line_bytes=1 << 20))
+        read_input(path, 1 << 20)
     # Reading stops about one line (1 MiB) in, after milliseconds; the bound is generous, for a
     # busy machine.
     assert time.perf_counter() - started < 5
@@ -142,12 +136,12 @@ def test_line_limit_whatever_the_pieces(tmp_path_factory, data, limit, piece):
     too_long = next((n for n, line in enumerate(lines, 1) if len(line) > limit), None)
     with mock.patch.object(defaults, "READ_CHUNK_BYTES", piece):
         if too_long is None:
-            assert read_input(path, Limits(line_bytes=limit)) == data
+            assert read_input(path, limit) == data
         else:
             with pytest.raises(
                 DocumentError, match=rf"pieces\.txt:{too_long}: line longer than {limit} bytes"
             ):
-                read_input(path, Limits(line_bytes=limit))
+                read_input(path, limit)
 
 
 def test_decode_names_the_line_of_invalid_utf8_anywhere_in_a_big_file():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.documents import DocumentError, ReadOptions, read_document
+from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, plan_files, write_atomic
 from producer.inputs import Limits, stdin_lines
 from producer.pipeline import (
@@ -22,6 +22,7 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
+from tests.test_documents import read_whole
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class MarkingTranslator:
 
 
 def expected(path: Path) -> str:
-    document = read_document(path)
+    document = read_whole(path)
     return document.render([f"【{segment.text}】" for segment in document.segments])
 
 
@@ -214,15 +215,15 @@ def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, 
     (tree / "loop.md").symlink_to("loop.md")
     (tree / "gone.txt").symlink_to("nowhere.txt")
     (tree / "long.md").write_text("Short line.\n" + "word " * 30_000 + "\n")
-    (tree / "big.md").write_text("Fine line.\n" * 25_000)
-    (tree / "big.txt").write_text("Fine line.\n" * 25_000)  # streamed: the file limit does not apply
+    (tree / "block.md").write_text("Fine line.\n" * 25_000)  # one paragraph
+    (tree / "big.md").write_text("Fine line.\n\n" * 25_000)  # streamed: no limit on a file
+    (tree / "big.txt").write_text("Fine line.\n" * 25_000)
     (tree / "deep.jsonl").write_text('{"text": "Fine."}\n' + "[" * 100_000 + "\n")
     out = tmp_path / "out"
-    options = RunOptions(read=ReadOptions(("text",), limits=Limits(line_bytes=120_000, file_bytes=250_000)))
+    options = RunOptions(read=ReadOptions(("text",), limits=Limits(line_bytes=120_000, block_bytes=250_000)))
     report = run(plan_files([tree], out), MarkingTranslator(), options)
     assert sorted(report.errors) == [
-        f"{tree / 'big.md'}: 275,000 bytes, larger than the 250,000-byte limit on a file "
-        "(TRANSQUEUE_MAX_FILE_BYTES)",
+        f"{tree / 'block.md'}:1: Markdown block longer than 250,000 bytes (TRANSQUEUE_MAX_BLOCK_BYTES)",
         f"{tree / 'deep.jsonl'}:2:257: invalid JSON: nested deeper than 256 arrays and objects",
         f"{tree / 'gone.txt'}: dangling symbolic link to nowhere.txt",
         f"{tree / 'long.md'}:2: line longer than 120,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
@@ -231,7 +232,7 @@ def test_every_bad_input_fails_alone_and_the_good_files_are_written(tree: Path, 
         f"{tree / 'zero.txt'}: not a regular file (a character device); not read",
     ]
     written = sorted(p.relative_to(out).as_posix() for p in report.written)
-    assert written == ["a.txt", "big.txt", "sub/b.md", "sub/c.jsonl"]
+    assert written == ["a.txt", "big.md", "big.txt", "sub/b.md", "sub/c.jsonl"]
 
 
 def test_stdin_line_limit():

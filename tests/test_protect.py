@@ -15,10 +15,11 @@ from click.testing import CliRunner
 
 from cli import main
 from producer import defaults
-from producer.documents import ReadOptions, parse_text, read_document
+from producer.documents import ReadOptions, parse_text
 from producer.protect import cjk_ratio, protected_spans
 from producer.segment import split_sentences
 from producer.stored_layout import dump_document, load_document
+from tests.test_documents import read_whole
 
 DATA = Path(__file__).parent / "data"
 
@@ -125,7 +126,7 @@ def test_jekyll_post_keeps_every_template_tag_link_target_and_span(tiny_bundle, 
         "\n{% endif %}\n",
     ):
         assert kept in output
-    for segment in read_document(DATA / "jekyll_post.md").segments:
+    for segment in read_whole(DATA / "jekyll_post.md").segments:
         assert not re.search(r"\{[{%#]|https?:|@|&\w+;|`", segment.text)
 
 
@@ -206,6 +207,6 @@ def test_the_bom_is_kept_and_never_sent_to_the_model(fmt, content, first):
 
 
 def test_stored_layout_renders_protected_spans_and_marks_as_translate_does():
-    doc = read_document(DATA / "jekyll_post.md")
+    doc = read_whole(DATA / "jekyll_post.md")
     translations = [f"〔{i}〕" for i in range(len(doc.segments))]
     assert load_document(dump_document(doc), "post").render(translations) == doc.render(translations)

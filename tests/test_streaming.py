@@ -1,9 +1,12 @@
-"""Streamed record files: windows render exactly what the whole document renders, in any
-cut of the file, and a run's memory and output stay right."""
+"""Streamed files: windows render exactly what the whole document renders, in any cut of the
+file (record files after a record, Markdown and --reflow text after a blank line outside any
+block), and a run's memory and output stay right."""
 
 from __future__ import annotations
 
 import gzip
+import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,13 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from producer import defaults
-from producer.documents import DocumentError, ReadOptions, parse_text
+from producer.documents import Document, DocumentError, ReadOptions, parse_text, window_cuts
 from producer.files import FileTask
 from producer.inputs import Limits
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
-from producer.streaming import StreamedDocument, is_streamed
-from tests.test_documents import jsonl_documents, txt_documents
+from producer.quality import FlagLog
+from producer.streaming import StreamedDocument
+from tests.test_cli_translate import MARKDOWN as GUIDE
+from tests.test_documents import MARKDOWN, MARKDOWN_LIKE, jsonl_documents, md_documents, txt_documents
 from tests.test_tables import table_documents
+
+ROOT = Path(__file__).resolve().parent.parent
 
 OPTIONS = ReadOptions(fields=("text", "meta.title"), columns=("text", "2"))
 
@@ -44,6 +51,18 @@ class FakeTranslator:
         return [Result(translated(s)) for s in sentences]
 
 
+class CopyingTranslator(FakeTranslator):
+    """Answers ``copied`` with itself (a flagged translation) and anything else in Chinese."""
+
+    def __init__(self, copied: str) -> None:
+        super().__init__()
+        self.copied = copied
+
+    def translate(self, sentences):
+        self.calls.append(list(sentences))
+        return [Result(s if s == self.copied else "好" * 2) for s in sentences]
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(
@@ -60,16 +79,255 @@ def test_windows_render_what_the_whole_document_renders(
     tmp_path_factory, monkeypatch, document, window, piece, compressed
 ):
     fmt, content = document
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed)
+    assert_windows_render_the_whole(path, fmt, OPTIONS, content)
+
+
+def written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed=False) -> Path:
+    """``content`` written as a file of format ``fmt`` (gzipped if ``compressed``), read in
+    pieces of ``piece`` bytes and windows of ``window``."""
     monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
     monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", piece)
     path = tmp_path_factory.mktemp("stream") / f"d.{fmt}{'.gz' if compressed else ''}"
     path.write_bytes(gzip.compress(content.encode()) if compressed else content.encode())
-    whole = parse_text(content, fmt, OPTIONS)
-    windows = list(StreamedDocument(path, fmt, OPTIONS).windows())
+    return path
+
+
+def assert_windows_render_the_whole(
+    path: Path, fmt: str, options: ReadOptions, content: str
+) -> list[Document]:
+    """The windows of ``path`` (holding ``content``) have the segments of the whole document,
+    and render, joined, what it renders: its text, and its translation."""
+    whole = parse_text(content, fmt, options)
+    windows = list(StreamedDocument(path, fmt, options).windows())
     assert [s.text for w in windows for s in w.segments] == [s.text for s in whole.segments]
     assert "".join(w.render([s.text for s in w.segments]) for w in windows) == content
     rendered = "".join(w.render([translated(s.text) for s in w.segments]) for w in windows)
     assert rendered == whole.render([translated(s.text) for s in whole.segments])
+    return windows
+
+
+#: Lines of every kind the Markdown block scanner tells apart, blank lines included, so that
+#: joined at random they open and close fences, HTML blocks, lists, quotes, tables, code and
+#: front matter around the blank lines that windows are cut after.
+MARKDOWN_LINES = st.sampled_from(
+    [
+        "",
+        "",
+        "  ",
+        "\t",
+        "\x0c",
+        "Text one. Two.",
+        "More *text. Here* and [a link. Two](http://a.b).",
+        "Hello 中文. World https://x.org/a.",
+        "\ufeffA BOM. Here.",
+        "\ufeff",
+        "# Title. Here. #",
+        "Setext. Title.",
+        "===",
+        "- Item. Two.",
+        "* [ ] Task. Item.",
+        "1. First. Second.",
+        "   - Nested item. Here.",
+        "    - Deep item. Or code.",
+        "      | Deep. Row | or code |",
+        "  Continued. Text.",
+        "    Indented. Code or text.",
+        "      Deeper. Code.",
+        "> Quote. Text.",
+        "> > Nested. Quote.",
+        ">",
+        "```",
+        "```python",
+        "~~~",
+        "  ```",
+        "| Cell. One | `a|b` |",
+        "|---|---:|",
+        "<div>",
+        "</div>",
+        "<div>Inline. HTML.</div>",
+        "<!-- A comment. Here.",
+        "-->",
+        "<pre>",
+        "</pre>",
+        "<?php echo 1; ?>",
+        "---",
+        "+++",
+        "...",
+        "title: Front. Matter.",
+        "***",
+        "[ref]: http://x.y",
+        "[^1]: A note. Here.",
+    ]
+)
+
+
+#: Blocks whose lines hold blank lines or go on across them, in the shapes the scanner reads.
+MARKDOWN_BLOCKS = st.sampled_from(
+    [
+        ["- Item. One.", "", "    Same item. Text.", "", "      Code or text.", "", "Out. Of the list."],
+        ["1. First.", "   - Nested. Item.", "", "     Nested text.", "", "  Back. Text."],
+        ["```", "code. One.", "", "", "more. Code.", "```"],
+        ["~~~ python", "", "code. Here.", "~~~~"],
+        ["```", "an open fence. To the end.", ""],
+        ["<!-- A comment.", "", "Still. Comment.", "-->"],
+        ["<pre>", "", "pre. Text.", "</pre>"],
+        ["<div>", "HTML. Block.", "", "After. HTML."],
+        ["    code. One.", "", "", "    code. Two.", "", "Text. After."],
+        ["| a. | b. |", "|---|---|", "| c. | d. |", "", "| e. |"],
+        ["> Quote. One.", ">", "> Quote. Two.", "", "> Three."],
+        ["---", "title: A. Title.", "", "more: x.", "---"],
+        ["+++", "", "a = 1", "+++"],
+        ["Setext. Title.", "---"],
+        ["Hard. Wrapped", "paragraph. Goes", "on here."],
+    ]
+)
+
+
+@st.composite
+def markdown_lines(draw) -> str:
+    """Markdown made of ``MARKDOWN_LINES`` and ``MARKDOWN_BLOCKS`` joined by LF or CRLF, with
+    or without a BOM, front matter (closed or not) and a final line ending."""
+    front = draw(
+        st.sampled_from([[], [], ["---", "a: 1", "", "b: 2", "---"], ["+++", "", "a = 1"], ["---", ""]])
+    )
+    pieces = draw(st.lists(st.one_of(MARKDOWN_LINES.map(lambda line: [line]), MARKDOWN_BLOCKS), max_size=20))
+    lines = front + [line for piece in pieces for line in [*piece, *[""] * draw(st.integers(0, 2))]]
+    eols = draw(st.lists(st.sampled_from(["\n", "\r\n"]), min_size=len(lines), max_size=len(lines)))
+    text = "".join(line + eol for line, eol in zip(lines, eols, strict=True))
+    if lines and draw(st.booleans()):
+        text = text[: -len(eols[-1])]
+    return draw(st.sampled_from(["", "\ufeff"])) + text
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        markdown_lines().map(lambda t: ("md", t)),
+        markdown_lines().map(lambda t: ("md", t)),
+        markdown_lines().map(lambda t: ("md", t)),
+        md_documents().map(lambda t: ("md", t)),
+        MARKDOWN_LIKE.map(lambda t: ("md", t)),
+        txt_documents().map(lambda t: ("txt", t)),
+        markdown_lines().map(lambda t: ("txt", t)),
+    ),
+    st.integers(min_value=1, max_value=80),
+    st.integers(min_value=1, max_value=50),
+    st.integers(min_value=4, max_value=200),
+    st.booleans(),
+)
+def test_markdown_and_reflow_windows_render_what_the_whole_document_renders(
+    tmp_path_factory, monkeypatch, document, window, piece, front_matter, compressed
+):
+    fmt, content = document
+    monkeypatch.setattr(defaults, "FRONT_MATTER_MAX_CHARS", front_matter)
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece, compressed)
+    assert_windows_render_the_whole(path, fmt, ReadOptions(reflow=True), content)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(markdown_lines().map(lambda t: ("md", t)), markdown_lines().map(lambda t: ("txt", t))),
+    st.integers(min_value=1, max_value=80),
+    st.integers(min_value=1, max_value=50),
+    st.integers(min_value=1, max_value=120),
+)
+def test_the_block_limit_refuses_the_first_block_longer_than_it_whatever_the_windows(
+    tmp_path_factory, monkeypatch, document, window, piece, limit
+):
+    fmt, content = document
+    path = written(tmp_path_factory, monkeypatch, fmt, content, window, piece)
+    ends = [end for end, _ in window_cuts(content, fmt)]
+    stretches = zip([0, *ends], [*ends, len(content)], strict=True)
+    too_long = [start for start, end in stretches if len(content[start:end].encode()) > limit]
+    options = ReadOptions(reflow=True, limits=Limits(block_bytes=limit))
+    if not too_long:
+        assert_windows_render_the_whole(path, fmt, options, content)
+        return
+    line = content.count("\n", 0, too_long[0]) + 1
+    with pytest.raises(DocumentError, match=rf"d\.{fmt}:{line}: .* longer than {limit} bytes"):
+        list(StreamedDocument(path, fmt, options).windows())
+
+
+FIXTURES = [
+    ROOT / "README.md",
+    ROOT / "tests" / "data" / "jekyll_post.md",
+    *sorted((ROOT / "bench").glob("*.md")),
+    *sorted((ROOT / "models" / "demo").glob("*.md")),
+]
+
+
+@pytest.mark.parametrize("window", [1, 200, 4096])
+@pytest.mark.parametrize("source", FIXTURES + ["MARKDOWN", "GUIDE"], ids=str)
+def test_the_repository_s_markdown_windows_render_what_the_whole_renders(
+    tmp_path, monkeypatch, source, window
+):
+    content = {"MARKDOWN": MARKDOWN, "GUIDE": GUIDE}.get(str(source)) or Path(source).read_text()
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
+    path = tmp_path / "doc.md"
+    path.write_text(content)
+    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    assert window > 1 or len(windows) > content.count("\n\n") // 4  # cut after many blank lines
+
+
+@pytest.mark.parametrize("window", [1, 500])
+def test_a_reflowed_text_s_windows_render_what_the_whole_renders(tmp_path, monkeypatch, window):
+    content = (ROOT / "tests" / "data" / "gutenberg_footer.txt").read_text() * 3
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
+    path = tmp_path / "footer.txt"
+    path.write_text(content)
+    windows = assert_windows_render_the_whole(path, "txt", ReadOptions(reflow=True), content)
+    assert len(windows) > 3
+
+
+def test_markdown_windows_start_only_where_no_block_is_open(tmp_path, monkeypatch):
+    """Every blank line inside a block is passed; each window starts where the whole
+    document's scanner is outside any block (after a blank line, or at a heading, list item
+    or table row), with the list a blank line does not end, and never between a table's
+    header and delimiter row."""
+    content = (
+        "---\ntitle: x\n\nmore: y\n---\n\n"  # front matter with a blank line
+        "```\ncode\n\nmore code\n```\n\n"  # a fence
+        "<!-- note\n\nstill a note -->\n\n"  # an HTML comment
+        "- Item one.\n\n    Still item one.\n\n"  # a list item's second paragraph, not code
+        "Paragraph one.\nSame paragraph.\n\n"  # ends the list
+        "    code block\n\n    more code\n\n"
+        "| a | b |\n|---|---|\n| c | d |\n"
+        "# Heading\n- Item two\ngoes on.\n- Item three.\n"
+    )
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
+    path = tmp_path / "d.md"
+    path.write_text(content)
+    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    starts = [window.render([s.text for s in window.segments]).split("\n")[0] for window in windows]
+    assert starts == [
+        "---",
+        "```",
+        "<!-- note",
+        "- Item one.",
+        "    Still item one.",
+        "Paragraph one.",
+        "    code block",
+        "    more code",  # indented code ends at a blank line (more after it is laid out alike)
+        "| a | b |",
+        "| c | d |",
+        "# Heading",
+        "- Item two",
+        "- Item three.",
+    ]
+    assert [s.text for w in windows for s in w.segments] == [
+        "Item one.",
+        "Still item one.",
+        "Paragraph one.",
+        "Same paragraph.",
+        "a",
+        "b",
+        "c",
+        "d",
+        "Heading",
+        "Item two goes on.",
+        "Item three.",
+    ]
 
 
 def test_a_translate_run_streams_windows_each_in_one_call(tmp_path, monkeypatch):
@@ -117,9 +375,50 @@ def test_a_table_record_longer_than_the_line_limit_is_refused(tmp_path, monkeypa
         list(StreamedDocument(path, "csv", options).windows())
 
 
-def test_which_formats_stream():
-    assert is_streamed("csv", OPTIONS) and is_streamed("jsonl", OPTIONS) and is_streamed("txt", OPTIONS)
-    assert not is_streamed("txt", ReadOptions(reflow=True)) and not is_streamed("md", OPTIONS)
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "fence.md",
+            "Intro. Here.\n\n```\n" + "code line\n\n" * 50 + "```\n",
+            "fence.md:3: Markdown block longer than 300 bytes",
+        ),
+        (
+            "para.txt",
+            "Intro. Here.\n\n" + "words and more words\n" * 50,
+            "para.txt:3: paragraph longer than 300 bytes \\(TRANSQUEUE_MAX_BLOCK_BYTES\\)",
+        ),
+    ],
+)
+def test_a_block_longer_than_the_block_limit_is_refused_naming_its_line(
+    tmp_path, monkeypatch, name, content, message
+):
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 10)
+    monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", 16)
+    path = tmp_path / name
+    path.write_text(content)
+    options = ReadOptions(reflow=True, limits=Limits(block_bytes=300))
+    with pytest.raises(DocumentError, match=message):
+        list(StreamedDocument(path, path.suffix[1:], options).windows())
+    windows = list(StreamedDocument(path, path.suffix[1:], ReadOptions(reflow=True)).windows())
+    assert "".join(w.render([s.text for s in w.segments]) for w in windows) == content
+
+
+def test_errors_and_flags_name_their_line_in_any_window(tmp_path, monkeypatch):
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 30)
+    path = tmp_path / "d.md"
+    path.write_bytes(b"# Title\n\n" + b"Some text. Here.\n\n" * 20 + b"```\nbad \xff\n```\n")
+    with pytest.raises(DocumentError, match=r"d\.md:44: not valid UTF-8"):
+        list(StreamedDocument(path, "md", ReadOptions()).windows())
+    path.write_text("# Title\n\n" + "Some text. Here.\n\n" * 20 + "Flag me.\n")
+    report = RunReport(quality=FlagLog(io.StringIO()))
+    copies = CopyingTranslator("Flag me.")
+    translate_files(read_tasks([FileTask(path, tmp_path / "out.md")], RunOptions(), report), copies, report)
+    assert len(copies.calls) > 5  # windows
+    flagged = [json.loads(line) for line in report.quality.out.getvalue().splitlines()]
+    assert [(record["line"], record["source"], record["flags"]) for record in flagged] == [
+        (43, "Flag me.", ["copied"])
+    ]
 
 
 def test_missing_options_fail_before_reading(tmp_path):

@@ -8,6 +8,14 @@ passthrough, and the rest is split into text and inline markup by
 paragraph, so sentences hard-wrapped across lines are translated whole; so are sentences
 with emphasis, links and images, whose markup is sent to the model without the markup and
 put back around the translation (`producer.layout.Mark`).
+
+A big file is parsed a window at a time (``producer.streaming``): `cuts` tells where the
+scanner reads a blank line outside any block, or is about to read a heading, list item or
+table row, and the state it carries past that place, which a window starting there is
+scanned with (`build`'s ``start``). So that the scanner needs no more of a file than a
+window to find them, front matter is looked for only at the start of a file and must close
+within ``FRONT_MATTER_MAX_CHARS``, and a blank line ends indented code (indented lines after
+it are a code block of their own, passed through alike).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from producer import defaults
 from producer.formats.lines import Line, split_lines
 from producer.formats.markdown_inline import markup, pair_markup
 from producer.layout import LayoutBuilder
@@ -67,16 +76,51 @@ class _TextLine:
     kind: str
 
 
-def build(builder: LayoutBuilder) -> None:
-    """Lay out ``builder.source`` as Markdown."""
+@dataclass(frozen=True)
+class Cut:
+    """A place where a Markdown file may be cut into windows that are parsed on their own,
+    ``end`` (an offset in the text scanned), and the state the block scanner carries past it
+    to the next line: whether the line before was blank, whether a table is open, and the
+    column of the text of the list item the lines after it may still belong to (None
+    outside a list).
+
+    A cut comes after a blank line that the scanner reads outside any block (no paragraph,
+    fenced or indented code, HTML block or front matter open), and before a heading, list
+    item or table row, which never continue the paragraph before them, unless the line
+    before is a table header (the scanner knows it for one by looking at this line)."""
+
+    end: int
+    previous_blank: bool
+    in_table: bool
+    list_indent: int | None
+
+
+def build(builder: LayoutBuilder, start: Cut | None = None) -> None:
+    """Lay out ``builder.source`` as Markdown: the start of a file (front matter looked for),
+    or with ``start`` the text after that cut of a file."""
     paragraph: list[_TextLine] = []
-    for line in _scan(builder.source):
-        if line is not None and paragraph and _continues(paragraph[-1], line):
+    for line in _scan(builder.source, start):
+        if isinstance(line, _TextLine) and paragraph and _continues(paragraph[-1], line):
             paragraph.append(line)
             continue
         _translate(builder, paragraph)
-        paragraph = [line] if line is not None else []
+        paragraph = [line] if isinstance(line, _TextLine) else []
     _translate(builder, paragraph)
+
+
+def cuts(text: str, start: Cut | None = None, complete: bool = True) -> Iterator[Cut]:
+    """The places, in order, where ``text`` (whole lines of a Markdown file: its start, or
+    what follows ``start``; all of it if ``complete``) may be cut, with what the scanner
+    carries past each. When the text is only a part of what follows, each is a cut of the
+    whole too: the scanner finds none after a fence, HTML block or paragraph still open at
+    the end of the text, and none at all while a file's front matter is open and the text is
+    shorter than ``FRONT_MATTER_MAX_CHARS`` (more of it may close it). It may miss one
+    before the last line, which only the line after it tells for a table header."""
+    if start is None and not complete and _front_matter_open(text):
+        return
+    for line in _scan(text, start):
+        if isinstance(line, Cut) and line.end > 0:  # not before the first line
+            yield line
 
 
 def _continues(last: _TextLine, line: _TextLine) -> bool:
@@ -109,14 +153,18 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
     builder.paragraph(run, pairs)
 
 
-def _scan(text: str) -> Iterator[_TextLine | None]:
-    """Yield a ``_TextLine`` per line with text, and None for each passthrough line or block."""
+def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
+    """Yield a ``_TextLine`` per line with text, a ``Cut`` after each blank line read outside
+    any block and before each heading, list item or table row that does not need the line
+    before it, and None for each other passthrough line or block. ``start``: see `build`."""
     lines = list(split_lines(text))
-    i = _front_matter_end(text, lines)
+    i = 0 if start is not None else _front_matter_end(text, lines)
     if i:
         yield None
-    previous_blank, in_table = True, False
-    list_indent: int | None = None  # column of the current list item's text
+    start = start or Cut(0, True, False, None)
+    previous_blank, in_table = start.previous_blank, start.in_table
+    list_indent = start.list_indent  # column of the current list item's text
+    after_header = False  # the line before was a table header, found by looking at this one
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -125,9 +173,11 @@ def _scan(text: str) -> Iterator[_TextLine | None]:
         container = _CONTAINER.match(content)
         fence = _FENCE.match(content[container.end() :].lstrip())
         html_end = _html_block_end(content) if previous_blank else None
+        here = Cut(lines[i].start, previous_blank, in_table, list_indent)
+        header = False
         if blank:
             in_table = False
-            yield None
+            yield Cut(lines[i].stop, True, False, list_indent)
         elif previous_blank and indent >= code_indent:
             i = _skip_indented_code(text, lines, i, code_indent)
             yield None
@@ -140,15 +190,21 @@ def _scan(text: str) -> Iterator[_TextLine | None]:
         elif _RULE_OR_UNDERLINE.match(content) or _REFERENCE.match(content):
             yield None
         elif (in_table and "|" in content) or _is_table_header(text, lines, i):
+            header = not (in_table and "|" in content)
             in_table = True
+            if not after_header:
+                yield here
             yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
         else:
-            yield _text_line(lines[i], content, container)
+            line = _text_line(lines[i], content, container)
+            if not after_header and line.kind != "text":
+                yield here
+            yield line
             if container.group("marker"):
                 list_indent = _width(content[: container.end()])
             elif previous_blank and indent < (list_indent or 0):
                 list_indent = None
-        previous_blank = blank
+        previous_blank, after_header = blank, header
         i += 1
 
 
@@ -170,15 +226,26 @@ def _is_table_header(text: str, lines: Sequence[Line], i: int) -> bool:
 
 
 def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
-    """Number of lines of YAML (---) or TOML (+++) front matter at the start, else 0."""
+    """Number of lines of YAML (---) or TOML (+++) front matter at the start, closed by a line
+    that starts within ``FRONT_MATTER_MAX_CHARS``, else 0."""
     if not lines or lines[0].content(text).rstrip() not in ("---", "+++"):
         return 0
     fence = lines[0].content(text).rstrip()
     closers = (fence, "...") if fence == "---" else (fence,)
     for i in range(1, len(lines)):
+        if lines[i].start >= defaults.FRONT_MATTER_MAX_CHARS:
+            break
         if lines[i].content(text).rstrip() in closers:
             return i + 1
     return 0
+
+
+def _front_matter_open(text: str) -> bool:
+    """Whether ``text``, the start of a file, opens front matter that more of the file may
+    still close."""
+    lines = list(split_lines(text))
+    opens = bool(lines) and lines[0].content(text).rstrip() in ("---", "+++")
+    return opens and len(text) < defaults.FRONT_MATTER_MAX_CHARS and not _front_matter_end(text, lines)
 
 
 def _width(text: str) -> int:
@@ -186,15 +253,15 @@ def _width(text: str) -> int:
 
 
 def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int) -> int:
-    """Index of the last line of the code block indented ``indent`` columns from line ``i``."""
-    last = i
+    """Index of the last line of the code block indented ``indent`` columns from line ``i``:
+    up to a blank line or a line indented less. (Indented lines after a blank line start
+    another code block, laid out the same: passed through. So a blank line is never inside
+    indented code, and a window can be cut after it.)"""
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        if _width(content) - _width(content.lstrip()) >= indent:
-            last = j
-        elif content.strip():
-            break
-    return last
+        if not content.strip() or _width(content) - _width(content.lstrip()) < indent:
+            return j - 1
+    return len(lines) - 1
 
 
 def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from producer.formats.lines import Line, split_lines
 from producer.layout import LayoutBuilder
 
@@ -32,3 +34,11 @@ def trimmed(text: str, line: Line) -> tuple[int, int]:
     content = line.content(text)
     lead = len(content) - len(content.lstrip())
     return line.start + lead, line.start + len(content.rstrip())
+
+
+def blank_line_ends(text: str) -> Iterator[int]:
+    """Where each blank line of ``text`` ends: with ``reflow``, the places a file may be cut
+    into windows that are parsed on their own, since no paragraph goes on past one."""
+    for line in split_lines(text):
+        if not line.content(text).strip():
+            yield line.stop
