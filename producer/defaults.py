@@ -48,10 +48,10 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 #: with no blank line outside them nor a heading, list item or table row to start the next
 #: window at; and the longest ``--reflow`` paragraph of a file. A window grows to hold one of
 #: these (``producer.streaming``); a longer one fails its file, naming file:line where it
-#: starts. No file is read whole, so there is no limit on the size of a file: memory stays
-#: flat whatever it is. The biggest windows cost the most: 50 MB of --reflow paragraphs of
-#: 7 MB each peaked at 294 MB in `translate` and 350 MB in `submit` (ordinary Markdown: 91 and
-#: 138 MB; bench/inputs_results.md), which 4 MiB keeps well under 500 MB.
+#: starts. No file is read whole, so memory stays flat whatever the size of a file. The
+#: biggest windows cost the most: 50 MB of --reflow paragraphs of 7 MB each peaked at 294 MB
+#: in `translate` and 350 MB in `submit` (ordinary Markdown: 91 and 138 MB;
+#: bench/inputs_results.md), which 4 MiB keeps well under 500 MB.
 MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20)))
 
 #: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if
@@ -59,6 +59,13 @@ MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20))
 #: break. Real front matter is a few hundred bytes; the bound lets a file's first window know
 #: where its front matter ends without reading further (``producer.formats.markdown``).
 FRONT_MATTER_MAX_CHARS = 1 << 16
+
+#: TRANSQUEUE_MAX_FILE_BYTES: the largest input file, in bytes after decompression (64 GiB).
+#: Every file is streamed, so memory does not depend on it; it stops a runaway input (a file
+#: still being written, a decompression bomb, a corpus that `submit` would pour into Redis)
+#: as soon as its bytes pass it, failing that file with a message that names it. Real
+#: corpora stay far below it; Parquet files are read by row group and not counted.
+MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(64 << 30)))
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.

@@ -45,37 +45,41 @@ _KINDS = {
 
 @dataclass(frozen=True)
 class Limits:
-    """The largest input accepted, in bytes: a line (or stdin unit), and a Markdown block or
-    ``--reflow`` paragraph of a file (``producer.streaming``)."""
+    """The largest input accepted, in bytes: a line (or stdin unit), a Markdown block or
+    ``--reflow`` paragraph of a file (``producer.streaming``), and a file (decompressed)."""
 
     line_bytes: int = defaults.MAX_LINE_BYTES
     block_bytes: int = defaults.MAX_BLOCK_BYTES
+    file_bytes: int = defaults.MAX_FILE_BYTES
 
 
 def input_digest(path: Path, limits: Limits = Limits()) -> str:
     """The sha256 (hex) of the input file ``path``'s decompressed bytes, read in pieces with
     the errors of ``stream_input``, without holding the file."""
     digest = hashlib.sha256()
-    for chunk in stream_input(path, limits.line_bytes):
+    for chunk in stream_input(path, limits):
         digest.update(chunk)
     return digest.hexdigest()
 
 
-def stream_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
+def stream_input(path: Path, limits: Limits = Limits()) -> Iterator[bytes]:
     """The (decompressed) bytes of the input file ``path`` (symbolic links followed) in pieces
-    of about ``READ_CHUNK_BYTES``, however big it is.
+    of about ``READ_CHUNK_BYTES``, without holding it.
 
-    DocumentError for a file that is not a regular file or has a line longer than
-    ``line_bytes`` (naming file:line), as soon as the piece that shows it is read. OSError for
-    a file that cannot be read, with a message that names a symbolic link loop or a dangling
-    link as such.
+    DocumentError for a file that is not a regular file, has a line longer than
+    ``limits.line_bytes`` (naming file:line) or more bytes than ``limits.file_bytes``, as soon
+    as the piece that shows it is read. OSError for a file that cannot be read, with a message
+    that names a symbolic link loop or a dangling link as such.
     """
     with open_regular(path) as raw:
-        lines = _LineMeter(str(path), line_bytes)
+        lines, size = _LineMeter(str(path), limits.line_bytes), 0
         with _decompression_errors(path):
             handle = decompressing(raw, compression_of(path))
             while chunk := handle.read(defaults.READ_CHUNK_BYTES):
                 lines.feed(chunk)
+                size += len(chunk)
+                if size > limits.file_bytes:
+                    raise DocumentError(f"{path}: {_over_file_limit(limits, compression_of(path))}")
                 yield chunk
 
 
@@ -126,6 +130,11 @@ def stdin_lines(stream: BinaryIO, max_line_bytes: int = defaults.MAX_LINE_BYTES)
     """The lines of ``stream`` (for ``producer.pipeline.stream_units``), none read longer than
     one byte over ``max_line_bytes``: a longer line comes in pieces, the first over the limit."""
     return iter(partial(stream.readline, max_line_bytes + 1), b"")
+
+
+def _over_file_limit(limits: Limits, compressed: str) -> str:
+    after = " once decompressed" if compressed else ""
+    return f"larger than {limits.file_bytes:,} bytes{after} (TRANSQUEUE_MAX_FILE_BYTES)"
 
 
 def line_too_long(where: str, line: int, limit: int, unit: str = "line") -> DocumentError:

@@ -63,7 +63,7 @@ class StreamedDocument:
         """Windows of a record file, each cut after a whole record."""
         pending, first_line, resume = bytearray(), 1, None
         longer = False  # whether a table record went on past the last window tried
-        for piece in stream_input(self.path, self.options.limits.line_bytes):
+        for piece in stream_input(self.path, self.options.limits):
             pending += piece
             while cut := _window_end(pending, longer):
                 text = decode_input(bytes(pending[:cut]), self.path, first_line)
@@ -86,7 +86,7 @@ class StreamedDocument:
         (`producer.documents.window_cuts`): the last such cut within ``STREAM_WINDOW_BYTES``
         characters, else the first one after."""
         pending, first_line, resume = bytearray(), 1, None
-        for piece in stream_input(self.path, self.options.limits.line_bytes):
+        for piece in stream_input(self.path, self.options.limits):
             pending += piece
             while len(pending) >= defaults.STREAM_WINDOW_BYTES:
                 lines = pending.rfind(b"\n") + 1  # whole lines only

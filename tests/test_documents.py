@@ -101,7 +101,7 @@ def read_whole(path: Path, options: ReadOptions | None = None) -> Document:
     """``path`` read as the commands read it (``producer.inputs.stream_input``) and parsed as
     one document: what its windows render, joined."""
     options = options or ReadOptions()
-    data = b"".join(stream_input(path, options.limits.line_bytes))
+    data = b"".join(stream_input(path, options.limits))
     return parse_text(decode_input(data, path), format_of(path), options, path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import socket
@@ -15,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from producer import defaults
-from producer.inputs import decode_input, failure, stdin_lines, stream_input
+from producer.inputs import Limits, decode_input, failure, stdin_lines, stream_input
 from producer.layout import DocumentError
 
 
 def read_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> bytes:
     """All the pieces of ``stream_input``."""
-    return b"".join(stream_input(path, line_bytes))
+    return b"".join(stream_input(path, Limits(line_bytes=line_bytes)))
 
 
 def read_in_thread(path: Path) -> BaseException | bytes:
@@ -156,3 +157,17 @@ def test_stdin_lines_never_read_more_than_one_byte_over_the_limit():
     lines = stdin_lines(stream, 16)
     assert next(lines) == b"ok line\n"
     assert next(lines) == b"z" * 17 and stream.tell() == 8 + 17
+
+
+def test_a_file_over_the_file_limit_fails_as_its_bytes_pass_it(tmp_path):
+    plain, packed = tmp_path / "big.txt", tmp_path / "big.txt.gz"
+    plain.write_bytes(b"a line\n" * 1000)
+    packed.write_bytes(gzip.compress(b"a line\n" * 1000))
+    limits = Limits(file_bytes=6999)
+    with pytest.raises(
+        DocumentError, match=r"big\.txt: larger than 6,999 bytes \(TRANSQUEUE_MAX_FILE_BYTES\)"
+    ):
+        b"".join(stream_input(plain, limits))
+    with pytest.raises(DocumentError, match="larger than 6,999 bytes once decompressed"):
+        b"".join(stream_input(packed, limits))
+    assert len(b"".join(stream_input(plain, Limits(file_bytes=7000)))) == 7000
