@@ -5,9 +5,10 @@ submit` (both through ``producer.streaming``) and the scheduled inbox scan, whic
 with `input_digest` (a Parquet file with `file_digest`, opened with `open_regular`). It reads
 only regular files, a ``.gz`` or ``.zst`` one decompressed as it goes: a FIFO, socket or
 device is refused by name without being opened for reading (a FIFO would block ``open()``,
-``/dev/zero`` never ends). No file is read whole, so none is too big. Lines are measured as
-the bytes arrive, and reading stops at the first one over ``Limits.line_bytes``, so a file
-made of one endless line costs about one line of memory and time before it fails. Symbolic
+``/dev/zero`` never ends). No file is read whole, and one whose decompressed bytes pass
+``Limits.file_bytes`` is refused as they do. Lines are measured as the bytes arrive, and
+reading stops at the first one over ``Limits.line_bytes``, so a file made of one endless
+line costs about one line of memory and time before it fails. Symbolic
 link loops and dangling links are OSErrors that say so. Each failure concerns one file:
 callers report it (`failure`) and go on with the others.
 """
