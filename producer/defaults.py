@@ -49,9 +49,9 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 #: window at; and the longest ``--reflow`` paragraph of a file. A window grows to hold one of
 #: these (``producer.streaming``); a longer one fails its file, naming file:line where it
 #: starts. No file is read whole, so memory stays flat whatever the size of a file. The
-#: biggest windows cost the most: 50 MB of --reflow paragraphs of 7 MB each peaked at 294 MB
-#: in `translate` and 350 MB in `submit` (ordinary Markdown: 91 and 138 MB;
-#: bench/inputs_results.md), which 4 MiB keeps well under 500 MB.
+#: biggest windows cost the most: 50 MB of --reflow paragraphs of 4 MB each peak at 183 MB in
+#: `translate` and 242 MB in `submit`, of 7 MB each at 294 and 350 MB (ordinary Markdown: 92
+#: and 135 MB; bench/inputs_results.md), so 4 MiB, not 8.
 MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20)))
 
 #: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if
