@@ -1,18 +1,26 @@
-"""Which Celery pool should a 2-core worker run? Measure, side by side, on this machine.
+"""Which Celery pool and chunk size should a 2-core worker run? Measure, side by side.
 
-Candidates (each a whole worker owning the same 2 cores):
+Pool candidates (each a whole worker owning the same 2 cores):
 
-- ``prefork-2x1``: prefork pool, 2 processes, 1 ONNX Runtime thread each (the default);
-- ``solo-1x2``: solo pool, 1 process, 2 intra-op threads;
-- ``threads-2x1``: threads pool, 2 threads sharing one Translator, 1 intra-op thread.
+- ``prefork-2x1``: prefork pool, 2 processes, a Translator with 1 thread in each;
+- ``solo-1x2``: solo pool, 1 process, a Translator decoding 2 batches side by side (the
+  default: `TRANSQUEUE_POOL=solo`, `TRANSQUEUE_THREADS=2`);
+- ``threads-2x1``: threads pool, 2 Celery threads sharing one Translator with 1 thread.
 
-For each one the script starts a real redis-server and a real worker, translates the same
-sentences as one job (memory flushed, model warmed up first), and reports sentences/s, the
-ratio to the best candidate, and the peak resident memory of the largest process and of the
-whole worker (what a ``mem_limit: 512m`` container must hold). Run it on an otherwise idle
-machine, with the bundle the workers will really run (opus-mt-en-zh size):
+Chunk sizes (``--chunk-sizes``): the sentences per task that the producer cuts
+(`TRANSQUEUE_CHUNK_SIZE`); a worker decodes a chunk's rows in batches of one padded
+length and at most ``--max-batches`` rows (`TRANSQUEUE_MAX_BATCH`), its threads side by
+side, so the chunk size decides how full the batches are and whether every thread gets one.
 
-    python bench/bench_pool.py --bundle bundles/opus-mt-en-zh --sentences 400 \\
+For each (pool, chunk size, max batch) the script starts a real redis-server and a real worker,
+translates the same sentences as one job (memory flushed, model warmed up first), and
+reports sentences/s, the ratio to the best case, and the peak resident memory of the
+largest process and of the whole worker (what a ``mem_limit: 512m`` container must hold),
+min–max over ``--rounds`` interleaved rounds. Run it on an otherwise idle machine, with the
+bundle the workers will really run (opus-mt-en-zh size):
+
+    python bench/bench_pool.py --bundle bundles/opus-mt-en-zh --sentences 300 \\
+        --pools solo-1x2 --chunk-sizes 16 32 64 --max-batches 8 16 32 --rounds 3 \\
         --record bench/pool_results.md
 
 Pin it to 2 cores (``taskset -c 0,1``) on a bigger machine, so the candidates get what a
@@ -22,8 +30,10 @@ Pin it to 2 cores (``taskset -c 0,1``) on a bigger machine, so the candidates ge
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -41,12 +51,15 @@ from report import publish  # noqa: E402
 from producer.documents import ReadOptions  # noqa: E402
 from producer.jobs import JobBuilder, Source  # noqa: E402
 from store.config import Settings  # noqa: E402
+from store.defaults import CHUNK_SIZE, MAX_BATCH  # noqa: E402
 from store.jobstore import JobStore  # noqa: E402
 
+#: name: (TRANSQUEUE_POOL, TRANSQUEUE_CONCURRENCY, TRANSQUEUE_THREADS). Set through the
+#: environment: Celery replaces a --pool=prefork flag by the configured pool.
 CANDIDATES = {
-    "prefork-2x1": (("--pool=prefork", "--concurrency=2"), 1),
-    "solo-1x2": (("--pool=solo", "--concurrency=1"), 2),
-    "threads-2x1": (("--pool=threads", "--concurrency=2"), 1),
+    "prefork-2x1": ("prefork", 2, 1),
+    "solo-1x2": ("solo", 1, 2),
+    "threads-2x1": ("threads", 2, 1),
 }
 _ONE_SENTENCE = re.compile(r"[^.!?;:…\"]+\.")
 DEFAULT_CORPUS = ROOT / "tests" / "data" / "tiny_corpus.tsv"
@@ -55,6 +68,8 @@ DEFAULT_CORPUS = ROOT / "tests" / "data" / "tiny_corpus.tsv"
 @dataclass(frozen=True)
 class Measurement:
     name: str
+    chunk_size: int
+    max_batch: int
     sentences: int
     seconds: float
     peak_rss_mb: float  # the largest single process
@@ -103,16 +118,18 @@ def joined_sentences(base: list[str], seed: int = 0) -> Iterator[str]:
 
 
 def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants (from /proc)."""
+    """`pid` and its descendants (from /proc). A process's children are listed under the
+    thread that forked them, so every thread's list is read: Celery's prefork pool starts
+    its processes from threads other than the main one."""
     pids, todo = [], [pid]
     while todo:
         current = todo.pop()
         pids.append(current)
-        try:
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:
-            continue
-        todo.extend(int(c) for c in children)
+        for listing in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in listing.read_text().split())
+            except OSError:
+                continue
     return pids
 
 
@@ -137,11 +154,21 @@ def run_job(store: JobStore, sentences: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str], log_dir: Path) -> Measurement:
-    options, threads = CANDIDATES[name]
-    env = {"TRANSQUEUE_REDIS_URL": redis.url, "TRANSQUEUE_BUNDLE": bundle, "TRANSQUEUE_THREADS": str(threads)}
+def measure(
+    case: tuple[str, int, int], redis: RedisServer, bundle: str, sentences: list[str], log_dir: Path
+) -> Measurement:
+    name, chunk_size, max_batch = case
+    pool, concurrency, threads = CANDIDATES[name]
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis.url,
+        "TRANSQUEUE_BUNDLE": bundle,
+        "TRANSQUEUE_POOL": pool,
+        "TRANSQUEUE_CONCURRENCY": str(concurrency),
+        "TRANSQUEUE_THREADS": str(threads),
+        "TRANSQUEUE_MAX_BATCH": str(max_batch),
+    }
     redis.client().flushall()
-    worker = Worker(name, env, log_dir, options=options).start()
+    worker = Worker(name, env, log_dir, options=()).start()
     peak = total = 0.0
     done = threading.Event()
 
@@ -156,27 +183,40 @@ def measure(name: str, redis: RedisServer, bundle: str, sentences: list[str], lo
     sampler.start()
     try:
         store = JobStore.from_settings(
-            Settings(redis_url=redis.url, chunk_size=16, bundle=bundle)
-        )  # its queue
+            Settings(redis_url=redis.url, chunk_size=chunk_size, bundle=bundle)
+        )  # its queue; the producer cuts the chunks
         run_job(store, [f"Warm up {i}." for i in range(8)])
         seconds = run_job(store, sentences)
     finally:
         done.set()
         sampler.join()
         worker.stop()
-    return Measurement(name, len(sentences), seconds, peak, total)
+    return Measurement(name, chunk_size, max_batch, len(sentences), seconds, peak, total)
+
+
+def _span(values: list[float], digits: int) -> str:
+    """min–max of `values`, or one number when they round alike."""
+    low, high = (f"{value:.{digits}f}" for value in (min(values), max(values)))
+    return low if low == high else f"{low}–{high}"
 
 
 def report(results: list[Measurement]) -> str:
-    best = max(r.rate for r in results)
+    """One row per (pool, chunk size, max batch): min–max over rounds; the ratio is of medians."""
+    cases: dict[tuple[str, int, int], list[Measurement]] = {}
+    for result in results:
+        cases.setdefault((result.name, result.chunk_size, result.max_batch), []).append(result)
+    medians = {case: statistics.median(r.rate for r in rounds) for case, rounds in cases.items()}
+    best = max(medians.values())
     lines = [
-        "| pool | sentences/s | ratio to best | peak RSS, largest process (MB) | "
+        "| pool | chunk size | max batch | sentences/s | ratio to best | peak RSS, largest process (MB) | "
         "peak RSS, whole worker (MB) |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += [
-        f"| {r.name} | {r.rate:.2f} | {r.rate / best:.2f} | {r.peak_rss_mb:.0f} | {r.peak_total_mb:.0f} |"
-        for r in results
+        f"| {name} | {chunk} | {batch} | {_span([r.rate for r in rounds], 1)} | "
+        f"{medians[name, chunk, batch] / best:.2f} | {_span([r.peak_rss_mb for r in rounds], 0)} | "
+        f"{_span([r.peak_total_mb for r in rounds], 0)} |"
+        for (name, chunk, batch), rounds in cases.items()
     ]
     return "\n".join(lines)
 
@@ -187,6 +227,13 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--sentences", type=int, default=400)
     parser.add_argument("--pools", nargs="+", default=list(CANDIDATES), choices=CANDIDATES)
+    parser.add_argument(
+        "--chunk-sizes", nargs="+", type=int, default=[CHUNK_SIZE], help="sentences per task (producer side)"
+    )
+    parser.add_argument(
+        "--max-batches", nargs="+", type=int, default=[MAX_BATCH], help="rows per batch (worker side)"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="measurements of each case, interleaved")
     parser.add_argument("--record", type=Path, help="append the table to this Markdown file")
     args = parser.parse_args()
     sentences = read_sentences(args.corpus, args.sentences)
@@ -194,7 +241,12 @@ def main() -> None:
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
         try:
-            results = [measure(name, redis, args.bundle, sentences, Path(tmp)) for name in args.pools]
+            cases = list(itertools.product(args.pools, args.chunk_sizes, args.max_batches))
+            results = [
+                measure(case, redis, args.bundle, sentences, Path(tmp))
+                for _ in range(args.rounds)
+                for case in cases
+            ]
         finally:
             redis.kill()
     publish(report(results), args.record, f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")

@@ -44,14 +44,12 @@ def worker_command(
         check_bundle(settings)
     except BundleError as error:
         raise click.ClickException(f"cannot load the model: {error}") from None
+    pool, concurrency = pool or settings.pool, concurrency or settings.concurrency
+    # Celery replaces a --pool=prefork flag (its default) by the configured pool, so the
+    # configuration must name the pool chosen here too.
+    app.conf.update(worker_pool=pool, worker_concurrency=concurrency)
     app.worker_main(
-        [
-            "worker",
-            f"--pool={pool or settings.pool}",
-            f"--concurrency={concurrency or settings.concurrency}",
-            f"--loglevel={loglevel}",
-            *celery_args,
-        ]
+        ["worker", f"--pool={pool}", f"--concurrency={concurrency}", f"--loglevel={loglevel}", *celery_args]
     )
 
 
