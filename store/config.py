@@ -34,6 +34,7 @@ class Settings:
     queue: str = defaults.QUEUE
     inbox_queue: str = defaults.INBOX_QUEUE
     chunk_size: int = defaults.CHUNK_SIZE
+    max_batch: int = defaults.MAX_BATCH
     max_deliveries: int = defaults.MAX_DELIVERIES
     visibility_timeout: int = defaults.VISIBILITY_TIMEOUT
     lease_ttl: float = defaults.LEASE_TTL
@@ -75,6 +76,7 @@ class Settings:
             "threads",
             "concurrency",
             "chunk_size",
+            "max_batch",
             "max_deliveries",
             "visibility_timeout",
             "lease_ttl",

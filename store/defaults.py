@@ -26,9 +26,8 @@ THREADS = 2
 
 #: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
 #: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
-#: as the best candidate and holds one copy of the model (a whole worker peaks at 251-258 MB
-#: with an opus-mt-sized int8 bundle, README "A whole worker"), while prefork holds one copy
-#: per process (about 1 GB with 2 processes, measured before the memory work of 2026-12-01).
+#: as the best candidate and holds one copy of the model (README "A whole worker" gives its
+#: peak with an opus-mt-sized int8 bundle), while prefork holds one copy per process.
 POOL = "solo"
 
 #: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker; the solo
@@ -43,10 +42,22 @@ QUEUE = "transqueue"
 #: both queues unless told otherwise (`celery worker -Q`).
 INBOX_QUEUE = "transqueue.inbox"
 
-#: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. 16 sentences take a few seconds on one
-#: thread with an opus-mt-sized int8 model, even at the decoding length cap, which keeps every
-#: chunk far below the visibility timeout while a crash only repeats a few seconds of work.
-CHUNK_SIZE = 16
+#: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. A worker decodes a chunk's rows in
+#: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
+#: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate 36%
+#: faster than 16 did with batches of 32 (one batch, one core idle), in less memory
+#: (bench/pool_results.md, README "A whole worker"). 32 sentences still take a few seconds
+#: with an opus-mt-sized int8 model, far below the visibility timeout, and a crash repeats
+#: only that.
+CHUNK_SIZE = 32
+
+#: TRANSQUEUE_MAX_BATCH: most rows a worker's Translator decodes in one batch. Memory grows
+#: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
+#: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
+#: side, keeps a whole worker near 250 MB at 113-116 sentences/s; 16 with chunks of 64 gives
+#: about 135 sentences/s at about 300 MB (README "A whole worker"). `transqueue translate`
+#: runs in one process with no such budget and uses the Translator's own default (32).
+MAX_BATCH = 8
 
 #: TRANSQUEUE_MAX_DELIVERIES: deliveries of one chunk before its unfinished sentences are
 #: moved to the job's dead letters instead of being retried again.

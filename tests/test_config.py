@@ -13,7 +13,7 @@ from store.config import ConfigError, Settings
 def test_defaults_come_from_worker_defaults():
     settings = Settings.from_env({})
     assert settings.redis_url == defaults.REDIS_URL
-    assert settings.chunk_size == defaults.CHUNK_SIZE
+    assert settings.chunk_size == defaults.CHUNK_SIZE and settings.max_batch == defaults.MAX_BATCH
     assert settings.pool == defaults.POOL and settings.threads == defaults.THREADS
     assert settings.bundle_dir is None
 
@@ -23,6 +23,7 @@ def test_variables_override_with_their_types():
         {
             "TRANSQUEUE_REDIS_URL": "redis://:pw@redis:6379/1",
             "TRANSQUEUE_CHUNK_SIZE": "8",
+            "TRANSQUEUE_MAX_BATCH": "16",
             "TRANSQUEUE_POLL_INTERVAL": "0.2",
             "TRANSQUEUE_BUNDLE": "/models/opus",
             "TRANSQUEUE_POOL": "solo",
@@ -30,7 +31,7 @@ def test_variables_override_with_their_types():
         }
     )
     assert settings.redis_url == "redis://:pw@redis:6379/1"
-    assert settings.chunk_size == 8 and settings.poll_interval == 0.2
+    assert settings.chunk_size == 8 and settings.poll_interval == 0.2 and settings.max_batch == 16
     assert settings.bundle_dir == Path("/models/opus") and settings.pool == "solo"
     assert settings.threads == defaults.THREADS  # blank keeps the default
 
@@ -40,6 +41,7 @@ def test_variables_override_with_their_types():
     [
         ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
         ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE must be at least 1"),
+        ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH must be at least 1"),
         ("TRANSQUEUE_POOL", "gevent", "TRANSQUEUE_POOL='gevent': expected one of"),
         ("TRANSQUEUE_PRECISION", "fp16", "TRANSQUEUE_PRECISION='fp16'"),
         ("TRANSQUEUE_TEST_POISON", "boom", "TRANSQUEUE_TEST_POISON='boom'"),

@@ -61,3 +61,9 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     info = store.info("j")
     assert (info.done, info.dead, info.finished) == (0, 0, False)
     assert store.dead_letters("j") == {}
+
+
+def test_a_worker_s_translator_batches_as_its_settings_say(monkeypatch):
+    monkeypatch.setattr(tasks.runtime, "_state", {})
+    translator = tasks.runtime.load_translator(Settings(max_batch=3, threads=1))
+    assert translator.max_batch == 3

@@ -67,12 +67,13 @@ def load_translator(settings: Settings) -> SentenceTranslator:
     """Create this process's Translator once, warm it up, and return it."""
     with _lock:
         if "translator" not in _state:
-            from models.translator import Translator
+            from models.translator import BatchOptions, Translator
 
             translator: SentenceTranslator = Translator(
                 settings.bundle_dir,
                 precision=settings.precision,
                 threads=settings.threads,
+                batching=BatchOptions(max_batch=settings.max_batch),
                 verify=_state.get("checked") != (settings.bundle_dir, settings.precision),
             )
             if settings.test_poison:
