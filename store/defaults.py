@@ -54,9 +54,9 @@ CHUNK_SIZE = 32
 #: TRANSQUEUE_MAX_BATCH: most rows a worker's Translator decodes in one batch. Memory grows
 #: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
 #: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
-#: side, keeps a whole worker near 250 MB at 113-116 sentences/s; 16 with chunks of 64 gives
-#: about 135 sentences/s at about 300 MB (README "A whole worker"). `transqueue translate`
-#: runs in one process with no such budget and uses the Translator's own default (32).
+#: side, keeps a whole worker near 250 MB at 107-113 sentences/s; 16 gives 125-139
+#: sentences/s at 277-294 MB (README "A whole worker"). `transqueue translate` runs in one
+#: process with no such budget and uses the Translator's own default (32).
 MAX_BATCH = 8
 
 #: TRANSQUEUE_MAX_DELIVERIES: deliveries of one chunk before its unfinished sentences are
