@@ -44,7 +44,7 @@ INBOX_QUEUE = "transqueue.inbox"
 
 #: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. A worker decodes a chunk's rows in
 #: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
-#: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate 36%
+#: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate 34%
 #: faster than 16 did with batches of 32 (one batch, one core idle), in less memory
 #: (bench/pool_results.md, README "A whole worker"). 32 sentences still take a few seconds
 #: with an opus-mt-sized int8 model, far below the visibility timeout, and a crash repeats
