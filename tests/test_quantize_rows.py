@@ -7,10 +7,15 @@ from onnx import TensorProto, helper, numpy_helper
 from models.builder.quantize_rows import RowQuantizer, max_exact_weight_level, quantize_matmuls
 
 
-def row_quantized_matmul(weight: np.ndarray, levels: int) -> ort.InferenceSession:
+def row_quantized_matmul(weight: np.ndarray, levels: int, after: str | None = None) -> ort.InferenceSession:
+    """A MatMul of input x [batch, 1, K] rewritten by `quantize_matmuls`; with `after`, of
+    that op's output instead (an activation function's: asymmetric rows)."""
     rows, columns = weight.shape
+    nodes = [helper.make_node("MatMul", ["x" if after is None else "h", "w"], ["y"])]
+    if after is not None:
+        nodes.insert(0, helper.make_node(after, ["x"], ["h"]))
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, rows])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, columns])],
@@ -22,11 +27,16 @@ def row_quantized_matmul(weight: np.ndarray, levels: int) -> ort.InferenceSessio
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def exact_parts(x: np.ndarray, weight: np.ndarray, levels: int) -> tuple[np.ndarray, ...]:
-    """The row scheme in numpy: (integer part computed in int64, as float32; row scales;
-    weight scales)."""
+def quantized_weight(weight: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(integer weights as int64, per-column scales) as the row scheme makes them."""
     w_scale = (np.abs(weight).max(axis=0) / levels).astype(np.float32)
-    w_q = np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int64)
+    return np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int64), w_scale
+
+
+def exact_parts(x: np.ndarray, weight: np.ndarray, levels: int) -> tuple[np.ndarray, ...]:
+    """Asymmetric rows in numpy: (integer part computed in int64, as float32; row scales;
+    weight scales)."""
+    w_q, w_scale = quantized_weight(weight, levels)
     low = np.minimum(x.min(axis=-1, keepdims=True), 0)
     high = np.maximum(x.max(axis=-1, keepdims=True), 0)
     scale = (high - low) / np.float32(255)
@@ -42,22 +52,51 @@ def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
     return exact * (scale * w_scale)
 
 
+def symmetric_reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
+    """Symmetric rows in numpy: the integer part in int64, the scales in float64."""
+    w_q, w_scale = quantized_weight(weight, levels)
+    scale = np.abs(x).max(axis=-1, keepdims=True) / np.float32(127)
+    q = np.clip(np.rint(x / scale), -128, 127).astype(np.int64)
+    return (q @ w_q) * w_scale.astype(np.float64) * scale.astype(np.float64)
+
+
+def saturating_rows(rng: np.random.Generator, width: int) -> np.ndarray:
+    """Rows [40, 1, width] with the largest int16 pair sums in their first two."""
+    x = rng.standard_normal((40, 1, width)).astype(np.float32)
+    x[0] = 1.0  # a row of 255s (asymmetric) or 255s after the zero point (symmetric)
+    x[1, 0, ::2], x[1, 0, 1::2] = 5.0, -1.0
+    return x
+
+
 def test_integer_products_are_exact_even_where_int16_pairs_would_saturate():
     rng = np.random.default_rng(0)
     levels = max_exact_weight_level()
     weight = rng.standard_normal((256, 96)).astype(np.float32)
     weight[:, 0] = 1.0  # every weight of column 0 at +levels
-    x = rng.standard_normal((40, 1, 256)).astype(np.float32)
-    x[0] = 1.0  # a row of 255s: 2 · 255 · levels is the largest int16 pair sum
-    x[1, 0, ::2], x[1, 0, 1::2] = 5.0, -1.0
-    got = row_quantized_matmul(weight, levels).run(None, {"x": x})[0]
+    x = np.abs(saturating_rows(rng, 256))  # a ReLU leaves them as they are
+    got = row_quantized_matmul(weight, levels, after="Relu").run(None, {"x": x})[0]
     assert np.array_equal(got, reference(x, weight, levels))
 
 
-def test_rows_do_not_depend_on_their_neighbours():
+def test_symmetric_rows_are_the_integer_form_up_to_float_rounding():
+    """An input that is no activation function's output gets symmetric rows: q − 128 in
+    −127..127 times the weights, exact in int32 (a saturated int16 pair sum would be off by
+    thousands of integer steps), scaled in float32."""
+    rng = np.random.default_rng(4)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((256, 96)).astype(np.float32)
+    weight[:, 0] = 1.0
+    x = saturating_rows(rng, 256) * rng.uniform(0.01, 100, (40, 1, 1)).astype(np.float32)
+    got = row_quantized_matmul(weight, levels).run(None, {"x": x})[0]
+    want = symmetric_reference(x, weight, levels)
+    assert (np.abs(got - want).max(axis=-1) <= 1e-6 * np.abs(want).max(axis=-1)).all()
+
+
+@pytest.mark.parametrize("after", [None, "Relu"])
+def test_rows_do_not_depend_on_their_neighbours(after):
     rng = np.random.default_rng(1)
     weight = rng.standard_normal((128, 64)).astype(np.float32)
-    session = row_quantized_matmul(weight, max_exact_weight_level())
+    session = row_quantized_matmul(weight, max_exact_weight_level(), after)
     x = (rng.standard_normal((64, 1, 128)) * rng.uniform(0.01, 100, (64, 1, 1))).astype(np.float32)
     together = session.run(None, {"x": x})[0]
     for row in range(64):
