@@ -11,10 +11,11 @@ from pathlib import Path
 #: card asks for ``>>cmn_Hans<<`` (Simplified Mandarin), id 5 in its vocabulary.
 TARGET_LANG_TOKEN = ">>cmn_Hans<<"
 
-#: The int8 decoder's quantization scheme: "row" (per-row symmetric activations, exact
-#: int32 products: a sentence's output does not depend on its batch neighbours, so the
-#: Translator may batch) or "tensor" (onnxruntime dynamic quantization, one activation
-#: scale per tensor across the batch). models/builder/quantize.py describes both.
+#: The int8 decoder's quantization scheme: "row" (a scale per activation row, symmetric
+#: or, after an activation function, asymmetric; exact int32 products: a sentence's output
+#: does not depend on its batch neighbours, so the Translator may batch) or "tensor"
+#: (onnxruntime dynamic quantization, one activation scale per tensor across the batch).
+#: models/builder/quantize.py and quantize_rows.py describe both.
 INT8_SCHEME = "row"
 
 #: Row scheme: weights are rounded to integers in [-W, W], one scale per output channel.
