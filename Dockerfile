@@ -28,7 +28,7 @@ RUN python3 -m venv /opt/transqueue \
 ENV PATH=/opt/transqueue/bin:$PATH
 USER transqueue
 # One worker container owns 2 CPUs: one solo-pool process whose Translator decodes two
-# sentences side by side, one ONNX Runtime thread each (bench/pool_results.md).
+# batches side by side, one ONNX Runtime thread each (bench/pool_results.md).
 ENV TRANSQUEUE_POOL=solo \
     TRANSQUEUE_CONCURRENCY=1 \
     TRANSQUEUE_THREADS=2
