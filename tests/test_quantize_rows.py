@@ -150,3 +150,49 @@ def test_the_lm_head_form_refuses_sums_float32_cannot_hold_exactly():
     too_wide = np.full((1100, 4), levels, dtype=np.int8)  # 1100 · 255 · 64 > 2^24
     with pytest.raises(ValueError, match="not exact in float32"):
         RowQuantizer(graph, levels).matmul_rows("x", too_wide, "w", "w.scale", "y")
+
+
+def rewritten_ops(activation: list[onnx.NodeProto]) -> set[str]:
+    """The op types `quantize_matmuls` writes for a MatMul reading `activation`'s output "h"
+    (or the graph input when `activation` is empty)."""
+    weight = np.random.default_rng(5).standard_normal((8, 4)).astype(np.float32)
+    constants = [
+        numpy_helper.from_array(np.array(value, np.float32), name) for name, value in CONSTANTS.items()
+    ]
+    graph = helper.make_graph(
+        [*activation, helper.make_node("MatMul", ["h" if activation else "x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, 4])],
+        [numpy_helper.from_array(weight, "w"), *constants],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = quantize_matmuls(model, RowQuantizer(model.graph, max_exact_weight_level()))
+    return {node.op_type for node in model.graph.node}
+
+
+CONSTANTS = {"half": 0.5, "one": 1.0, "root2": 2**0.5}
+SWISH = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["h"])]
+GELU = [  # as torch exports nn.GELU(): 0.5 · x · (1 + erf(x / √2))
+    helper.make_node("Div", ["x", "root2"], ["d"]),
+    helper.make_node("Erf", ["d"], ["e"]),
+    helper.make_node("Add", ["e", "one"], ["a"]),
+    helper.make_node("Mul", ["x", "a"], ["m"]),
+    helper.make_node("Mul", ["m", "half"], ["h"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("activation", "form"),
+    [
+        ([], "MatMulIntegerToFloat"),
+        ([helper.make_node("Relu", ["x"], ["h"])], "MatMulInteger"),
+        (SWISH, "MatMulInteger"),
+        (GELU, "MatMulInteger"),
+        ([helper.make_node("Mul", ["x", "half"], ["h"])], "MatMulIntegerToFloat"),
+    ],
+    ids=["input", "relu", "swish", "gelu", "scaled input"],
+)
+def test_activation_function_outputs_keep_asymmetric_rows(activation, form):
+    ops = rewritten_ops(activation)
+    assert form in ops and ({"MatMulInteger", "MatMulIntegerToFloat"} - {form}).isdisjoint(ops)

@@ -49,8 +49,10 @@ ACTIVATION_MAX = 255
 SYMMETRIC_ZERO = 128
 #: The domain of ONNX Runtime's contrib ops (MatMulIntegerToFloat).
 MICROSOFT = "com.microsoft"
-#: Activation functions whose outputs keep asymmetric rows (swish is x · sigmoid(x)).
-ACTIVATION_FUNCTIONS = ("Relu", "Gelu", "Sigmoid", "Softplus", "Elu")
+#: Activation ops whose outputs keep asymmetric rows.
+ACTIVATION_FUNCTIONS = ("Relu", "Gelu", "FastGelu", "QuickGelu", "Sigmoid", "Softplus", "Elu")
+#: The ops inside an exported swish or GELU: a product with one of them ends the function.
+GATES = ("Sigmoid", "Erf", "Tanh")
 #: Integers up to this magnitude are exact in float32.
 FLOAT32_EXACT = 1 << 24
 
@@ -289,15 +291,21 @@ def quantize_matmuls(
 
 
 def _after_activation_function(graph: onnx.GraphProto, name: str) -> bool:
-    """Whether `name` is an activation function's output (ReLU, GELU, swish = x · sigmoid(x)),
-    mostly positive: such inputs keep asymmetric rows."""
+    """Whether `name` is an activation function's output, mostly positive: such inputs keep
+    asymmetric rows. An activation op itself (ReLU, GELU, ...), or the product that ends an
+    exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or (1 + tanh(…)))."""
     producers = {output: node for node in graph.node for output in node.output}
     node = producers.get(name)
-    if node is None:
+    if node is None or node.op_type in ACTIVATION_FUNCTIONS:
+        return node is not None
+    if node.op_type != "Mul":
         return False
-    if node.op_type in ACTIVATION_FUNCTIONS:
-        return True
-    return node.op_type == "Mul" and any(
-        producers.get(operand) is not None and producers[operand].op_type == "Sigmoid"
-        for operand in node.input
-    )
+    # the Sigmoid, Erf or Tanh sits at most two ops above the final product
+    frontier = [producers[operand] for operand in node.input if operand in producers]
+    for _ in range(2):
+        if any(parent.op_type in GATES for parent in frontier):
+            return True
+        frontier = [
+            producers[operand] for parent in frontier for operand in parent.input if operand in producers
+        ]
+    return any(parent.op_type in GATES for parent in frontier)
