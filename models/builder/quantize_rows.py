@@ -15,7 +15,8 @@ scale of its own, with W_q symmetric per output channel in [-W, W], in one of tw
   applies the weight scales in its output stage, then the row scales (6 nodes to quantize
   an input, 1 per MatMul);
 - asymmetric rows, for the outputs of an activation function (the FFN's second input,
-  mostly positive, which would waste half of a symmetric range):
+  mostly positive, which would waste half of a symmetric range) and for the lm_head
+  (`matmul_rows`, faster there when rows are few):
 
       scale_r = (max(x_r, 0) - min(x_r, 0)) / 255,  zero_r = round(-min(x_r, 0) / scale_r)
       q_r     = clip(round(x_r / scale_r) + zero_r, 0, 255)                 uint8
