@@ -267,6 +267,7 @@ def quantize_matmuls(
     emit = quantizer.matmul_any_rank if any_rank else quantizer.matmul
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
+    producers = {output: node for node in graph.node for output in node.output}
     rewritten = []
     for node in graph.node:
         weight = weights.get(node.input[1]) if node.op_type == "MatMul" else None
@@ -280,7 +281,7 @@ def quantize_matmuls(
         graph.initializer.extend(
             [numpy_helper.from_array(quantized, name), numpy_helper.from_array(scale, name + ".scale")]
         )
-        if _after_activation_function(graph, node.input[0]):
+        if _after_activation_function(producers, node.input[0]):
             rewritten += emit(node.input[0], quantized, name, name + ".scale", node.output[0])
         else:
             rewritten += quantizer.matmul_symmetric(node.input[0], name, name + ".scale", node.output[0])
@@ -291,11 +292,11 @@ def quantize_matmuls(
     return model
 
 
-def _after_activation_function(graph: onnx.GraphProto, name: str) -> bool:
+def _after_activation_function(producers: dict[str, onnx.NodeProto], name: str) -> bool:
     """Whether `name` is an activation function's output, mostly positive: such inputs keep
     asymmetric rows. An activation op itself (ReLU, GELU, ...), or the product that ends an
-    exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or (1 + tanh(…)))."""
-    producers = {output: node for node in graph.node for output in node.output}
+    exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or (1 + tanh(…))).
+    `producers` maps each tensor name to the node that outputs it."""
     node = producers.get(name)
     if node is None or node.op_type in ACTIVATION_FUNCTIONS:
         return node is not None
