@@ -73,14 +73,14 @@ def stream_input(path: Path, limits: Limits = Limits()) -> Iterator[bytes]:
     that names a symbolic link loop or a dangling link as such.
     """
     with open_regular(path) as raw:
-        lines, size = _LineMeter(str(path), limits.line_bytes), 0
+        lines, size, compression = _LineMeter(str(path), limits.line_bytes), 0, compression_of(path)
         with _decompression_errors(path):
-            handle = decompressing(raw, compression_of(path))
+            handle = decompressing(raw, compression)
             while chunk := handle.read(defaults.READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 size += len(chunk)
                 if size > limits.file_bytes:
-                    raise DocumentError(f"{path}: {_over_file_limit(limits, compression_of(path))}")
+                    raise DocumentError(f"{path}: {_over_file_limit(limits, compression)}")
                 yield chunk
 
 
