@@ -44,8 +44,8 @@ INBOX_QUEUE = "transqueue.inbox"
 
 #: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. A worker decodes a chunk's rows in
 #: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
-#: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate 34%
-#: faster than 16 did with batches of 32 (one batch, one core idle), in less memory
+#: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate about a
+#: third faster than 16 did with batches of 32 (one batch, one core idle), in the same memory
 #: (bench/pool_results.md, README "A whole worker"). 32 sentences still take a few seconds
 #: with an opus-mt-sized int8 model, far below the visibility timeout, and a crash repeats
 #: only that.
@@ -54,8 +54,8 @@ CHUNK_SIZE = 32
 #: TRANSQUEUE_MAX_BATCH: most rows a worker's Translator decodes in one batch. Memory grows
 #: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
 #: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
-#: side, keeps a whole worker near 250 MB at 107-113 sentences/s; 16 gives 125-139
-#: sentences/s at 277-294 MB (README "A whole worker"). `transqueue translate` runs in one
+#: side, keeps a whole worker near 250 MB at 103-107 sentences/s; 16, with chunks of 64,
+#: gives 122-128 sentences/s at 285-296 MB (README "A whole worker"). `transqueue translate` runs in one
 #: process with no such budget and uses the Translator's own default (32).
 MAX_BATCH = 8
 
