@@ -34,6 +34,17 @@ def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
 
+def _split_step_heads(x: torch.Tensor, attention: nn.Module) -> torch.Tensor:
+    """`_split_heads` for one decoder step's [batch, 1, dim]: a Reshape to a constant shape
+    (Python ints, not traced sizes), so the graph computes no shapes at run time."""
+    return x.reshape(-1, 1, attention.num_heads, attention.head_dim).transpose(1, 2)
+
+
+def _merge_step_heads(x: torch.Tensor, attention: nn.Module) -> torch.Tensor:
+    """`_merge_heads` for one decoder step's [batch, heads, 1, head_dim], to a constant shape."""
+    return x.transpose(1, 2).reshape(-1, 1, attention.num_heads * attention.head_dim)
+
+
 def _attend(query, key, value, scaling: float, additive_mask=None):
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if additive_mask is not None:
@@ -87,17 +98,17 @@ class DecoderStepGraph(nn.Module):
         for number, layer in enumerate(self.layers):
             past_key, past_value, cross_key, cross_value = cache[4 * number : 4 * number + 4]
             attn = layer.self_attn
-            key = torch.cat([past_key, _split_heads(attn.k_proj(hidden), attn.num_heads)], dim=2)
-            value = torch.cat([past_value, _split_heads(attn.v_proj(hidden), attn.num_heads)], dim=2)
+            key = torch.cat([past_key, _split_step_heads(attn.k_proj(hidden), attn)], dim=2)
+            value = torch.cat([past_value, _split_step_heads(attn.v_proj(hidden), attn)], dim=2)
             presents += [key, value]
-            query = _split_heads(attn.q_proj(hidden), attn.num_heads)
-            out = attn.out_proj(_merge_heads(_attend(query, key, value, attn.scaling)))
+            query = _split_step_heads(attn.q_proj(hidden), attn)
+            out = attn.out_proj(_merge_step_heads(_attend(query, key, value, attn.scaling), attn))
             hidden = layer.self_attn_layer_norm(hidden + out)
 
             cross = layer.encoder_attn
-            query = _split_heads(cross.q_proj(hidden), cross.num_heads)
+            query = _split_step_heads(cross.q_proj(hidden), cross)
             out = _attend(query, cross_key, cross_value, cross.scaling, cross_mask)
-            hidden = layer.encoder_attn_layer_norm(hidden + cross.out_proj(_merge_heads(out)))
+            hidden = layer.encoder_attn_layer_norm(hidden + cross.out_proj(_merge_step_heads(out, cross)))
 
             out = layer.fc2(layer.activation_fn(layer.fc1(hidden)))
             hidden = layer.final_layer_norm(hidden + out)
