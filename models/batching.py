@@ -4,7 +4,8 @@ A row is one part of one sentence (a sentence longer than the model's positions 
 into parts, `split_points`). Every row is padded, masked, to its own *padded length*: its
 length rounded up to a multiple of `pad_to` (`padded_length`), which depends on the row
 alone, never on its neighbours. Rows of a batch share their padded length, and a batch
-holds at most `max_batch` rows. Because every op of the encoder and decoder (fp32, or int8
+holds at most `max_batch` rows. (The encoder needs no padding: the Translator encodes a
+batch's rows of each exact length apart.) Because every op of the encoder and decoder (fp32, or int8
 with the "row" scheme) computes each row from that row alone, and a row's padding is its
 own, a sentence's output is the same whichever batch it lands in; tests/test_batching.py
 checks it.
@@ -42,14 +43,9 @@ def padded_length(length: int, pad_to: int, limit: int) -> int:
     return min(-(-length // pad_to) * pad_to, max(length, limit))
 
 
-def pad_rows(rows: Sequence[np.ndarray], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """The [rows, length] int64 ids of `rows` right-padded with `pad_id`, and their mask."""
-    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), length), dtype=np.int64)
-    for number, row in enumerate(rows):
-        ids[number, : len(row)] = row
-        mask[number, : len(row)] = 1
-    return ids, mask
+def padding_mask(lengths: Sequence[int], length: int) -> np.ndarray:
+    """The [rows, length] int64 attention mask of rows of `lengths` right-padded to `length`."""
+    return (np.arange(length) < np.asarray(lengths)[:, None]).astype(np.int64)
 
 
 def split_points(pieces: Sequence[str], limit: int) -> list[int]:

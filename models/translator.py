@@ -6,8 +6,9 @@
 
 Sentences are read ahead, cut into rows (`models.batching`) and decoded in batches of
 rows of the same padded source length (each row padded, masked, to a multiple of
-`DecodeOptions.pad_to` that depends on it alone): the encoder runs once per batch and yields every
-decoder layer's cross K/V, then the decoder runs one token per step for the rows still
+`DecodeOptions.pad_to` that depends on it alone): the encoder runs on the batch's rows of
+each exact length, unpadded, and yields every decoder layer's cross K/V (zero-filled up
+to the padded length), then the decoder runs one token per step for the rows still
 going, on their KV cache; a row that reaches eos or its own length cap leaves the batch. A sentence translates
 identically whatever it is batched with: with the fp32 decoder and with the int8 "row"
 scheme every op computes each row from that row alone (tests/test_batching.py). A bundle
@@ -29,7 +30,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import defaults
-from models.batching import Batch, Row, group, pad_rows, padded_length, split_points
+from models.batching import Batch, Row, group, padded_length, padding_mask, split_points
 from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
@@ -303,13 +304,33 @@ class Translator:
     def start(self, rows: Sequence[np.ndarray]) -> DecoderCache:
         """Encode source id rows of one padded length; their cache for step-by-step decoding.
 
-        ValueError if the rows' padded lengths differ: a row's padding must be its own.
+        The encoder runs on the rows of each exact length apart, unpadded (a fifth of a
+        bulk run's encoder work was padding); their cross K/V are zero-filled up to the
+        padded length, where the decoder's mask hides them. ValueError if the rows'
+        padded lengths differ: a row's padding must be its own.
         """
         lengths = {self.padded_length(len(row)) for row in rows}
         if len(lengths) != 1:
             raise ValueError(f"rows of one batch must share their padded length, not {sorted(lengths)}")
-        source_ids, mask = pad_rows(rows, lengths.pop(), self.config.pad_token_id)
-        cross = self._encoder.run(None, {"input_ids": source_ids, "attention_mask": mask})
+        padded = lengths.pop()
+        mask = padding_mask([len(row) for row in rows], padded)
+        by_length: dict[int, list[int]] = {}
+        for number, row in enumerate(rows):
+            by_length.setdefault(len(row), []).append(number)
+        cross: list[np.ndarray] = []
+        for length, numbers in by_length.items():
+            ids = np.stack([rows[number] for number in numbers])
+            parts = self._encoder.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+            if length == padded and len(numbers) == len(rows):
+                cross = parts
+                break
+            if not cross:
+                cross = [
+                    np.zeros((len(rows), *part.shape[1:2], padded, *part.shape[3:]), part.dtype)
+                    for part in parts
+                ]
+            for whole, part in zip(cross, parts, strict=True):
+                whole[numbers, :, :length] = part
         return DecoderCache(self._decoder, self.config.decoder_layers, mask, cross)
 
     def step_logits(self, source_ids: np.ndarray, tokens: list[int]) -> Iterator[np.ndarray]:
