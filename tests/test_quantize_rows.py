@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -7,19 +9,29 @@ from onnx import TensorProto, helper, numpy_helper
 from models.builder.quantize_rows import RowQuantizer, max_exact_weight_level, quantize_matmuls
 
 
-def row_quantized_matmul(weight: np.ndarray, levels: int, after: str | None = None) -> ort.InferenceSession:
+def row_quantized_matmul(
+    weight: np.ndarray, levels: int, after: str | None = None, bias: np.ndarray | None = None
+) -> ort.InferenceSession:
     """A MatMul of input x [batch, 1, K] rewritten by `quantize_matmuls`; with `after`, of
-    that op's output instead (an activation function's: asymmetric rows)."""
+    that op's output instead (an activation function's: shifted rows); with `bias`, followed
+    by an Add of it, read through an Identity as torch's exporter writes shared constants."""
     rows, columns = weight.shape
-    nodes = [helper.make_node("MatMul", ["x" if after is None else "h", "w"], ["y"])]
+    nodes = [helper.make_node("MatMul", ["x" if after is None else "h", "w"], ["y" if bias is None else "m"])]
+    constants = [numpy_helper.from_array(weight, "w")]
     if after is not None:
         nodes.insert(0, helper.make_node(after, ["x"], ["h"]))
+    if bias is not None:
+        nodes += [
+            helper.make_node("Identity", ["b"], ["b_copy"]),
+            helper.make_node("Add", ["b_copy", "m"], ["y"]),
+        ]
+        constants.append(numpy_helper.from_array(bias, "b"))
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, rows])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, columns])],
-        [numpy_helper.from_array(weight, "w")],
+        constants,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model = quantize_matmuls(model, RowQuantizer(model.graph, levels))
@@ -60,6 +72,23 @@ def symmetric_reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.nd
     return (q @ w_q) * w_scale.astype(np.float64) * scale.astype(np.float64)
 
 
+def shifted_reference(x: np.ndarray, weight: np.ndarray, levels: int, floor: float) -> np.ndarray:
+    """Shifted rows in numpy: x + floor in 0..255 with zero point 0, the integer part in
+    int64, the scales and the shift's −floor · colsum(W) in float64."""
+    w_q, w_scale = quantized_weight(weight, levels)
+    shifted = x + np.float32(floor)
+    scale = shifted.max(axis=-1, keepdims=True) / np.float32(255)
+    q = np.clip(np.rint(shifted / scale), 0, 255).astype(np.int64)
+    dequantized = w_q * w_scale.astype(np.float64)
+    return (q @ w_q) * w_scale.astype(np.float64) * scale.astype(np.float64) - floor * dequantized.sum(axis=0)
+
+
+def close_rows(got: np.ndarray, want: np.ndarray) -> bool:
+    """Whether every row of `got` is `want` up to float32 rounding of the scales (a saturated
+    int16 pair sum would be off by thousands of integer steps)."""
+    return bool((np.abs(got - want).max(axis=-1) <= 1e-6 * np.abs(want).max(axis=-1)).all())
+
+
 def saturating_rows(rng: np.random.Generator, width: int) -> np.ndarray:
     """Rows [40, 1, width] with the largest int16 pair sums in their first two."""
     x = rng.standard_normal((40, 1, width)).astype(np.float32)
@@ -68,28 +97,45 @@ def saturating_rows(rng: np.random.Generator, width: int) -> np.ndarray:
     return x
 
 
-def test_integer_products_are_exact_even_where_int16_pairs_would_saturate():
+def test_shifted_rows_are_the_integer_form_up_to_float_rounding():
+    """An activation function's output gets shifted rows: after a ReLU (floor 0), q in
+    0..255 times the weights, exact in int32 where 255s would saturate int16 pair sums."""
     rng = np.random.default_rng(0)
     levels = max_exact_weight_level()
     weight = rng.standard_normal((256, 96)).astype(np.float32)
     weight[:, 0] = 1.0  # every weight of column 0 at +levels
     x = np.abs(saturating_rows(rng, 256))  # a ReLU leaves them as they are
     got = row_quantized_matmul(weight, levels, after="Relu").run(None, {"x": x})[0]
-    assert np.array_equal(got, reference(x, weight, levels))
+    assert close_rows(got, shifted_reference(x, weight, levels, 0.0))
 
 
 def test_symmetric_rows_are_the_integer_form_up_to_float_rounding():
     """An input that is no activation function's output gets symmetric rows: q − 128 in
-    −127..127 times the weights, exact in int32 (a saturated int16 pair sum would be off by
-    thousands of integer steps), scaled in float32."""
+    −127..127 times the weights, exact in int32, scaled in float32."""
     rng = np.random.default_rng(4)
     levels = max_exact_weight_level()
     weight = rng.standard_normal((256, 96)).astype(np.float32)
     weight[:, 0] = 1.0
     x = saturating_rows(rng, 256) * rng.uniform(0.01, 100, (40, 1, 1)).astype(np.float32)
     got = row_quantized_matmul(weight, levels).run(None, {"x": x})[0]
-    want = symmetric_reference(x, weight, levels)
-    assert (np.abs(got - want).max(axis=-1) <= 1e-6 * np.abs(want).max(axis=-1)).all()
+    assert close_rows(got, symmetric_reference(x, weight, levels))
+
+
+@pytest.mark.parametrize("after", [None, "Sigmoid"])
+def test_a_bias_after_the_matmul_gets_the_shift(after):
+    """The shift's −floor · colsum(W) is folded into the bias Add that follows (here read
+    through an Identity), so the result is the quantized product plus the bias."""
+    rng = np.random.default_rng(6)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((64, 32)).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    x = rng.standard_normal((8, 1, 64)).astype(np.float32) * 3
+    got = row_quantized_matmul(weight, levels, after, bias).run(None, {"x": x})[0]
+    if after is None:
+        want = symmetric_reference(x, weight, levels)
+    else:  # a lone Sigmoid's output is at least 0
+        want = shifted_reference(1 / (1 + np.exp(-x)), weight, levels, 0.0)
+    assert close_rows(got - bias, want)
 
 
 @pytest.mark.parametrize("after", [None, "Relu"])
@@ -152,25 +198,6 @@ def test_the_lm_head_form_refuses_sums_float32_cannot_hold_exactly():
         RowQuantizer(graph, levels).matmul_rows("x", too_wide, "w", "w.scale", "y")
 
 
-def rewritten_ops(activation: list[onnx.NodeProto]) -> set[str]:
-    """The op types `quantize_matmuls` writes for a MatMul reading `activation`'s output "h"
-    (or the graph input when `activation` is empty)."""
-    weight = np.random.default_rng(5).standard_normal((8, 4)).astype(np.float32)
-    constants = [
-        numpy_helper.from_array(np.array(value, np.float32), name) for name, value in CONSTANTS.items()
-    ]
-    graph = helper.make_graph(
-        [*activation, helper.make_node("MatMul", ["h" if activation else "x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, 4])],
-        [numpy_helper.from_array(weight, "w"), *constants],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model = quantize_matmuls(model, RowQuantizer(model.graph, max_exact_weight_level()))
-    return {node.op_type for node in model.graph.node}
-
-
 CONSTANTS = {"half": 0.5, "one": 1.0, "root2": 2**0.5}
 SWISH = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["h"])]
 GELU = [  # as torch exports nn.GELU(): 0.5 · x · (1 + erf(x / √2))
@@ -180,19 +207,44 @@ GELU = [  # as torch exports nn.GELU(): 0.5 · x · (1 + erf(x / √2))
     helper.make_node("Mul", ["x", "a"], ["m"]),
     helper.make_node("Mul", ["m", "half"], ["h"]),
 ]
+ERF = np.vectorize(math.erf)
 
 
 @pytest.mark.parametrize(
-    ("activation", "form"),
+    ("activation", "function", "floor"),
     [
-        ([], "MatMulIntegerToFloat"),
-        ([helper.make_node("Relu", ["x"], ["h"])], "MatMulInteger"),
-        (SWISH, "MatMulInteger"),
-        (GELU, "MatMulInteger"),
-        ([helper.make_node("Mul", ["x", "half"], ["h"])], "MatMulIntegerToFloat"),
+        ([], lambda x: x, None),
+        ([helper.make_node("Relu", ["x"], ["h"])], lambda x: np.maximum(x, 0), 0.0),
+        (SWISH, lambda x: x / (1 + np.exp(-x)), 0.2785),
+        (GELU, lambda x: 0.5 * x * (1 + ERF(x / 2**0.5)), 0.1701),
+        ([helper.make_node("Mul", ["x", "half"], ["h"])], lambda x: 0.5 * x, None),
     ],
     ids=["input", "relu", "swish", "gelu", "scaled input"],
 )
-def test_activation_function_outputs_keep_asymmetric_rows(activation, form):
-    ops = rewritten_ops(activation)
-    assert form in ops and ({"MatMulInteger", "MatMulIntegerToFloat"} - {form}).isdisjoint(ops)
+def test_activation_function_outputs_get_shifted_rows_over_their_floor(activation, function, floor):
+    """A MatMul reading an activation function's output (the op, or the product that ends
+    an exported swish or GELU) quantizes x + the function's floor, anything else symmetric
+    rows; each is its reference up to float rounding."""
+    rng = np.random.default_rng(5)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((16, 4)).astype(np.float32)
+    constants = [
+        numpy_helper.from_array(np.array(value, np.float32), name) for name, value in CONSTANTS.items()
+    ]
+    graph = helper.make_graph(
+        [*activation, helper.make_node("MatMul", ["h" if activation else "x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, 4])],
+        [numpy_helper.from_array(weight, "w"), *constants],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = quantize_matmuls(model, RowQuantizer(model.graph, levels))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = (rng.standard_normal((12, 1, 16)) * 2).astype(np.float32)
+    hidden = function(x.astype(np.float64)).astype(np.float32)
+    if floor is None:
+        want = symmetric_reference(hidden, weight, levels)
+    else:
+        want = shifted_reference(hidden, weight, levels, floor)
+    assert close_rows(session.run(None, {"x": x})[0], want)

@@ -213,7 +213,7 @@ def quantize_encoder(source: Path, target: Path, options: QuantizeOptions) -> No
     if options.scheme != "row":
         raise ValueError(f"only the row scheme quantizes the encoder, not {options.scheme!r}")
     model = quantize_embedding_rows(onnx.load(source))
-    model = quantize_matmuls(model, RowQuantizer(model.graph, options.row_weight_levels), any_rank=True)
+    model = quantize_matmuls(model, RowQuantizer(model.graph, options.row_weight_levels))
     onnx.checker.check_model(model)
     onnx.save(model, target)
 

@@ -3,7 +3,9 @@
 onnxruntime's dynamic quantization picks one activation scale and zero point per tensor,
 across the whole batch, so a sentence's int8 output depends on its batch neighbours. Here
 every MatMul with a constant weight gets, for each row r (one token of one sentence), a
-scale of its own, with W_q symmetric per output channel in [-W, W], in one of two forms:
+scale of its own, with W_q symmetric per output channel in [-W, W], in one of two forms,
+each one MatMulIntegerToFloat (its GEMM subtracts the single zero point exactly in int32
+and applies the weight scales in its output stage, then the row scales):
 
 - symmetric rows, for inputs centred on zero (layer-norm outputs, attention contexts, the
   embeddings):
@@ -11,29 +13,30 @@ scale of its own, with W_q symmetric per output channel in [-W, W], in one of tw
       scale_r = max|x_r| / 127,   q_r = round(x_r / scale_r) + 128        uint8, 1..255
       y_r     = (q_r - 128) · W_q · w_scale · scale_r
 
-  one MatMulIntegerToFloat: its GEMM subtracts the single zero point exactly in int32 and
-  applies the weight scales in its output stage, then the row scales (6 nodes to quantize
-  an input, 1 per MatMul);
-- asymmetric rows, for the outputs of an activation function (the FFN's second input,
-  mostly positive, which would waste half of a symmetric range) and for the lm_head
-  (`matmul_rows`, faster there when rows are few):
+- shifted rows, for the outputs of an activation function (the FFN's second input), which
+  are mostly positive and would waste half of a symmetric range. Each function has a
+  floor f it never goes below (0 for ReLU, 0.2785 for swish, 0.1701 for GELU,
+  `ACTIVATION_FLOORS`), so x + f ≥ 0 takes the whole uint8 range with zero point 0:
 
-      scale_r = (max(x_r, 0) - min(x_r, 0)) / 255,  zero_r = round(-min(x_r, 0) / scale_r)
-      q_r     = clip(round(x_r / scale_r) + zero_r, 0, 255)                 uint8
-      y_r     = (q_r · W_q - zero_r · colsum(W_q)) · scale_r · w_scale
+      scale_r = max(x_r + f) / 255,   q_r = round((x_r + f) / scale_r)     uint8, 0..255
+      y_r     = q_r · W_q · w_scale · scale_r − f · colsum(W_q · w_scale)
 
-  in int32 with MatMulInteger (which takes only one zero point per tensor) and a
-  correction, q_r one per-axis QuantizeLinear over rows (15 nodes to quantize, 6 per
-  MatMul).
+  the last term is a constant vector, folded into the bias that follows.
+
+The lm_head keeps asymmetric rows (`matmul_rows`: a scale and zero point per row,
+MatMulInteger and a correction Gemm), faster there than MatMulIntegerToFloat's output
+stage over 65,001 columns when rows are few.
 
 Symmetric rows made an opus-mt-sized decoder step 6% (32 rows) to 14% (1 row) faster and
 bulk decoding 8% faster than asymmetric rows everywhere, with the same BLEU on the demo
-model (README "The int8 decoder"). Either way the integer products are exact and every
-op computes a row from that row alone, so each row's bits depend on that row alone, on
-every CPU. Exactness needs care on AVX2 without VNNI: MLAS's u8s8 kernel sums pairs of
-u8·s8 products in saturating int16, so W is kept at 2 · 255 · W ≤ 32767 (W = 64: weights
-in [-64, 64]). Symmetric rows are uint8 with zero point 128 rather than int8: MLAS on
-AVX2 has no prepacked s8s8 kernel (measured 25-30x slower than u8s8). Export-time only.
+model (README "The int8 decoder"); shifted rows replaced asymmetric ones after an
+activation function (15 nodes to quantize and 6 per MatMul, where they take 6 and 1).
+Either way the integer products are exact and every op computes a row from that row
+alone, so each row's bits depend on that row alone, on every CPU. Exactness needs care on
+AVX2 without VNNI: MLAS's u8s8 kernel sums pairs of u8·s8 products in saturating int16,
+so W is kept at 2 · 255 · W ≤ 32767 (W = 64: weights in [-64, 64]). Activations are uint8
+rather than int8: MLAS on AVX2 has no prepacked s8s8 kernel (measured 25-30x slower than
+u8s8). Export-time only.
 """
 
 from __future__ import annotations
@@ -50,10 +53,20 @@ ACTIVATION_MAX = 255
 SYMMETRIC_ZERO = 128
 #: The domain of ONNX Runtime's contrib ops (MatMulIntegerToFloat).
 MICROSOFT = "com.microsoft"
-#: Activation ops whose outputs keep asymmetric rows.
-ACTIVATION_FUNCTIONS = ("Relu", "Gelu", "FastGelu", "QuickGelu", "Sigmoid", "Softplus", "Elu")
-#: The ops inside an exported swish or GELU: a product with one of them ends the function.
-GATES = ("Sigmoid", "Erf", "Tanh")
+#: Activation ops, and the floor each one's output never goes below (rounded up), which
+#: shifted rows add: swish's minimum is -0.27846, GELU's -0.16997 (erf) or -0.17004 (tanh
+#: approximation); QuickGelu, x · sigmoid(1.702 x), is covered by swish's.
+ACTIVATION_FLOORS = {
+    "Relu": 0.0,
+    "Sigmoid": 0.0,
+    "Softplus": 0.0,
+    "Gelu": 0.1701,
+    "FastGelu": 0.1701,
+    "QuickGelu": 0.2785,
+}
+#: The ops inside an exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or
+#: (1 + tanh(…))): a product with one of them ends the function, whose floor this is.
+GATE_FLOORS = {"Sigmoid": 0.2785, "Erf": 0.1701, "Tanh": 0.1701}
 #: Integers up to this magnitude are exact in float32.
 FLOAT32_EXACT = 1 << 24
 
@@ -71,26 +84,17 @@ def quantize_columns(matrix: np.ndarray, levels: int) -> tuple[np.ndarray, np.nd
     return quantized, scale.astype(np.float32)
 
 
-def _constants(graph: onnx.GraphProto) -> None:
-    graph.initializer.extend(
-        numpy_helper.from_array(value, name)
-        for name, value in (
-            ("rowq.zero", np.array([0.0], np.float32)),
-            ("rowq.unit", np.array(1.0, np.float32)),
-            ("rowq.mid", np.array(SYMMETRIC_ZERO, np.uint8)),
-            ("rowq.half_top", np.array([float(SYMMETRIC_ZERO - 1)], np.float32)),
-            ("rowq.top", np.array([float(ACTIVATION_MAX)], np.float32)),
-            ("rowq.tiny", np.array([np.finfo(np.float32).tiny], np.float32)),
-            ("rowq.flat", np.array([-1], np.int64)),
-        )
-    )
-
-
-def _shape_constant(graph: onnx.GraphProto, name: str, values: list[int]) -> str:
-    """The name of a constant int64 vector, added to `graph` the first time it is asked for."""
-    if all(init.name != name for init in graph.initializer):
-        graph.initializer.append(numpy_helper.from_array(np.array(values, np.int64), name))
-    return name
+#: The constants the quantized graphs read, each added to a graph when first used.
+CONSTANTS = {
+    "rowq.zero": np.array([0.0], np.float32),
+    "rowq.unit": np.array(1.0, np.float32),
+    "rowq.mid": np.array(SYMMETRIC_ZERO, np.uint8),
+    "rowq.bottom": np.array(0, np.uint8),
+    "rowq.half_top": np.array([float(SYMMETRIC_ZERO - 1)], np.float32),
+    "rowq.top": np.array([float(ACTIVATION_MAX)], np.float32),
+    "rowq.tiny": np.array([np.finfo(np.float32).tiny], np.float32),
+    "rowq.flat": np.array([-1], np.int64),
+}
 
 
 class RowQuantizer:
@@ -109,9 +113,17 @@ class RowQuantizer:
         self.graph = graph
         self.weight_levels = weight_levels
         self._activations: dict[str, tuple[str, str, str]] = {}
-        self._reshaped: set[str] = set()
-        self._symmetric: dict[str, tuple[str, str]] = {}
-        _constants(graph)
+        self._scaled: dict[tuple[str, float | None], tuple[str, str, str]] = {}
+        self._constants: set[str] = set()
+
+    def constant(self, name: str, value: np.ndarray | None = None) -> str:
+        """`name`, a constant (`value`, or `CONSTANTS[name]`) added to the graph when first used."""
+        if name not in self._constants:
+            self._constants.add(name)
+            self.graph.initializer.append(
+                numpy_helper.from_array(CONSTANTS[name] if value is None else value, name)
+            )
+        return name
 
     def activation(self, x: str) -> tuple[list[onnx.NodeProto], str, str, str, str]:
         """(nodes, uint8 tensor, per-row scale, per-row zero point as int32 and as float)
@@ -126,104 +138,72 @@ class RowQuantizer:
         nodes = [
             node("ReduceMin", [x], [p + "min_x"], axes=[-1], keepdims=1),
             node("ReduceMax", [x], [p + "max_x"], axes=[-1], keepdims=1),
-            node("Min", [p + "min_x", "rowq.zero"], [p + "low"]),
-            node("Max", [p + "max_x", "rowq.zero"], [p + "high"]),
+            node("Min", [p + "min_x", self.constant("rowq.zero")], [p + "low"]),
+            node("Max", [p + "max_x", self.constant("rowq.zero")], [p + "high"]),
             node("Sub", [p + "high", p + "low"], [p + "span"]),
-            node("Max", [p + "span", "rowq.tiny"], [p + "range"]),
-            node("Div", [p + "range", "rowq.top"], [p + "scale"]),
+            node("Max", [p + "span", self.constant("rowq.tiny")], [p + "range"]),
+            node("Div", [p + "range", self.constant("rowq.top")], [p + "scale"]),
             node("Div", [p + "low", p + "scale"], [p + "low_q"]),
             node("Neg", [p + "low_q"], [p + "minus_low_q"]),
             node("Round", [p + "minus_low_q"], [p + "zero_f"]),
             node("Cast", [p + "zero_f"], [p + "zero"], to=TensorProto.INT32),
             node("Cast", [p + "zero_f"], [p + "zero_u8"], to=TensorProto.UINT8),
             # QuantizeLinear per axis 0: saturate(round(x / scale) + zero), one row each
-            node("Reshape", [p + "scale", "rowq.flat"], [p + "scale_1d"]),
-            node("Reshape", [p + "zero_u8", "rowq.flat"], [p + "zero_1d"]),
+            node("Reshape", [p + "scale", self.constant("rowq.flat")], [p + "scale_1d"]),
+            node("Reshape", [p + "zero_u8", self.constant("rowq.flat")], [p + "zero_1d"]),
             node("QuantizeLinear", [x, p + "scale_1d", p + "zero_1d"], [p + "u8"], axis=0),
         ]
         self._activations[x] = (p + "u8", p + "scale", p + "zero", p + "zero_f")
         return nodes, *self._activations[x]
 
-    def symmetric_activation(self, x: str) -> tuple[list[onnx.NodeProto], str, str]:
-        """(nodes, uint8 tensor, per-row scale [..., 1]) for `x` quantized symmetrically per
-        row: scale_r = max|x_r| / 127, q_r = round(x_r / scale_r) + 128.
+    def scaled_rows(self, x: str, floor: float | None) -> tuple[list[onnx.NodeProto], str, str, str]:
+        """(nodes, uint8 tensor, per-row scale [..., 1], its zero point) for `x` of any rank
+        in symmetric rows (`floor` None) or shifted rows over x + `floor` (module docstring).
 
-        No nodes when `x` was quantized before: its tensors are reused.
+        No nodes when `x` was quantized so before: its tensors are reused.
         """
-        if x in self._symmetric:
-            return [], *self._symmetric[x]
-        p = f"rowq.sym{len(self._symmetric)}."
+        if (x, floor) in self._scaled:
+            return [], *self._scaled[(x, floor)]
+        p = f"rowq.s{len(self._scaled)}."
         node = helper.make_node
-        nodes = [
-            node("Abs", [x], [p + "abs"]),
-            node("ReduceMax", [p + "abs"], [p + "max"], axes=[-1], keepdims=1),
-            node("Max", [p + "max", "rowq.tiny"], [p + "range"]),
-            node("Div", [p + "range", "rowq.half_top"], [p + "scale"]),
-            node("Div", [x, p + "scale"], [p + "scaled"]),
-            node("QuantizeLinear", [p + "scaled", "rowq.unit", "rowq.mid"], [p + "u8"]),
+        if floor is None:
+            nodes = [node("Abs", [x], [p + "abs"])]
+            shifted, span, levels, zero = (
+                x,
+                p + "abs",
+                self.constant("rowq.half_top"),
+                self.constant("rowq.mid"),
+            )
+        else:
+            nodes, shifted = [], x
+            if floor:
+                shift = self.constant(f"rowq.floor_{floor}", np.array([floor], np.float32))
+                nodes, shifted = [node("Add", [x, shift], [p + "shifted"])], p + "shifted"
+            span, levels, zero = shifted, self.constant("rowq.top"), self.constant("rowq.bottom")
+        nodes += [
+            node("ReduceMax", [span], [p + "max"], axes=[-1], keepdims=1),
+            node("Max", [p + "max", self.constant("rowq.tiny")], [p + "range"]),
+            node("Div", [p + "range", levels], [p + "scale"]),
+            node("Div", [shifted, p + "scale"], [p + "scaled"]),
+            node("QuantizeLinear", [p + "scaled", self.constant("rowq.unit"), zero], [p + "u8"]),
         ]
-        self._symmetric[x] = (p + "u8", p + "scale")
-        return nodes, *self._symmetric[x]
+        self._scaled[(x, floor)] = (p + "u8", p + "scale", zero)
+        return nodes, *self._scaled[(x, floor)]
 
-    def matmul_symmetric(self, x: str, name: str, scale_name: str, output: str) -> list[onnx.NodeProto]:
-        """`output` = x · dequantized weight for `x` of any rank, its rows quantized
-        symmetrically (`symmetric_activation`): one MatMulIntegerToFloat, whose GEMM
-        subtracts the one zero point exactly and applies the weight scales in its output
-        stage, then the row scales."""
-        nodes, quantized, scale = self.symmetric_activation(x)
+    def matmul_scaled(
+        self, x: str, floor: float | None, name: str, scale_name: str, output: str
+    ) -> list[onnx.NodeProto]:
+        """`output` = x · dequantized weight for `x` of any rank in symmetric rows (`floor`
+        None) or x + `floor` in shifted rows (`scaled_rows`), whose −floor · colsum(W)
+        the caller adds: one MatMulIntegerToFloat, whose GEMM subtracts the one zero
+        point exactly and applies the weight scales in its output stage, then the row
+        scales."""
+        nodes, quantized, scale, zero = self.scaled_rows(x, floor)
         return [
             *nodes,
             helper.make_node(
-                "MatMulIntegerToFloat",
-                [quantized, name, scale, scale_name, "rowq.mid"],
-                [output],
-                domain=MICROSOFT,
+                "MatMulIntegerToFloat", [quantized, name, scale, scale_name, zero], [output], domain=MICROSOFT
             ),
-        ]
-
-    def matmul_any_rank(
-        self, x: str, weight: np.ndarray, name: str, scale_name: str, output: str
-    ) -> list[onnx.NodeProto]:
-        """`matmul` for an `x` of any rank [..., K] (an encoder's [batch, length, K]): every
-        token is a row of its own, and the output gets x's leading dimensions back."""
-        width, columns = weight.shape
-        node = helper.make_node
-        rows, lead = f"{x}.rows", f"{x}.lead"
-        nodes = []
-        if rows not in self._reshaped:  # q, k and v read the same x: reshape it once
-            self._reshaped.add(rows)
-            rows_shape = _shape_constant(self.graph, f"rowq.rows_of_{width}", [-1, width])
-            nodes += [node("Reshape", [x, rows_shape], [rows]), node("Shape", [x], [lead], end=-1)]
-        p = f"{output}.rowq."
-        columns_name = _shape_constant(self.graph, f"rowq.columns_{columns}", [columns])
-        return [
-            *nodes,
-            *self.matmul(rows, weight, name, scale_name, p + "rows"),
-            node("Concat", [lead, columns_name], [p + "shape"], axis=0),
-            node("Reshape", [p + "rows", p + "shape"], [output]),
-        ]
-
-    def matmul(
-        self, x: str, weight: np.ndarray, name: str, scale_name: str, output: str
-    ) -> list[onnx.NodeProto]:
-        """Nodes computing `output` = x · dequantized weight.
-
-        `weight` is the int8 [in, out] matrix stored as initializer `name`, its
-        per-column scales stored as `scale_name`.
-        """
-        nodes, quantized, scale, zero, _ = self.activation(x)
-        column_sums = weight.astype(np.int32).sum(axis=0, dtype=np.int32)
-        self.graph.initializer.append(numpy_helper.from_array(column_sums, name + ".colsum"))
-        p = f"{output}.rowq."
-        node = helper.make_node
-        return [
-            *nodes,
-            node("MatMulInteger", [quantized, name], [p + "acc"]),
-            node("Mul", [zero, name + ".colsum"], [p + "offset"]),
-            node("Sub", [p + "acc", p + "offset"], [p + "exact"]),
-            node("Cast", [p + "exact"], [p + "exact_f"], to=TensorProto.FLOAT),
-            node("Mul", [scale, scale_name], [p + "scale"]),
-            node("Mul", [p + "exact_f", p + "scale"], [output]),
         ]
 
     def matmul_rows(
@@ -254,20 +234,19 @@ class RowQuantizer:
         ]
 
 
-def quantize_matmuls(
-    model: onnx.ModelProto, quantizer: RowQuantizer, any_rank: bool = False
-) -> onnx.ModelProto:
-    """Replace every MatMul with a constant 2-D weight by its row-scheme int8 form:
-    symmetric rows, or asymmetric ones for an activation function's output (module docstring).
-
-    Symmetric rows take inputs of any rank. For asymmetric ones, with `any_rank` inputs may
-    have any rank (`RowQuantizer.matmul_any_rank`); otherwise they must hold one row per
-    batch index, as a decoder step's do.
-    """
-    emit = quantizer.matmul_any_rank if any_rank else quantizer.matmul
+def quantize_matmuls(model: onnx.ModelProto, quantizer: RowQuantizer) -> onnx.ModelProto:
+    """Replace every MatMul with a constant 2-D weight (its input of any rank) by its
+    row-scheme int8 form: shifted rows for an activation function's output, symmetric rows
+    otherwise (module docstring). A shift's −floor · colsum(W) goes into the bias Add that
+    follows the MatMul, or into an Add of its own where there is none."""
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
+    _inline_constant_identities(graph, weights)
     producers = {output: node for node in graph.node for output in node.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
     rewritten = []
     for node in graph.node:
         weight = weights.get(node.input[1]) if node.op_type == "MatMul" else None
@@ -281,10 +260,15 @@ def quantize_matmuls(
         graph.initializer.extend(
             [numpy_helper.from_array(quantized, name), numpy_helper.from_array(scale, name + ".scale")]
         )
-        if _after_activation_function(producers, node.input[0]):
-            rewritten += emit(node.input[0], quantized, name, name + ".scale", node.output[0])
-        else:
-            rewritten += quantizer.matmul_symmetric(node.input[0], name, name + ".scale", node.output[0])
+        floor = _activation_floor(producers, node.input[0])
+        output, shifts = node.output[0], []
+        if floor:
+            offset = (-floor * (quantized.astype(np.float64) * scale).sum(axis=0)).astype(np.float32)
+            if not _fold_into_bias(graph, weights, consumers, output, offset, name + ".bias"):
+                graph.initializer.append(numpy_helper.from_array(offset, name + ".shift"))
+                output = node.output[0] + ".unshifted"
+                shifts = [helper.make_node("Add", [output, name + ".shift"], [node.output[0]])]
+        rewritten += [*quantizer.matmul_scaled(node.input[0], floor, name, name + ".scale", output), *shifts]
     del graph.node[:]
     graph.node.extend(rewritten)
     if all(opset.domain != MICROSOFT for opset in model.opset_import):
@@ -292,22 +276,70 @@ def quantize_matmuls(
     return model
 
 
-def _after_activation_function(producers: dict[str, onnx.NodeProto], name: str) -> bool:
-    """Whether `name` is an activation function's output, mostly positive: such inputs keep
-    asymmetric rows. An activation op itself (ReLU, GELU, ...), or the product that ends an
-    exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or (1 + tanh(…))).
-    `producers` maps each tensor name to the node that outputs it."""
-    node = producers.get(name)
-    if node is None or node.op_type in ACTIVATION_FUNCTIONS:
-        return node is not None
-    if node.op_type != "Mul":
+def _inline_constant_identities(graph: onnx.GraphProto, weights: dict[str, onnx.TensorProto]) -> None:
+    """Read initializers directly where an Identity passes them on (torch's exporter stores
+    equal constants once, say all-zero biases, and copies them with Identity nodes), so that
+    every bias Add reads its bias as an initializer."""
+    graph_outputs = {output.name for output in graph.output}
+    copies = {
+        node.output[0]: node.input[0]
+        for node in graph.node
+        if node.op_type == "Identity" and node.input[0] in weights and node.output[0] not in graph_outputs
+    }
+    if not copies:
+        return
+    kept = [node for node in graph.node if not (node.op_type == "Identity" and node.output[0] in copies)]
+    for node in kept:
+        node.input[:] = [copies.get(name, name) for name in node.input]
+    del graph.node[:]
+    graph.node.extend(kept)
+
+
+def _fold_into_bias(
+    graph: onnx.GraphProto,
+    weights: dict[str, onnx.TensorProto],
+    consumers: dict[str, list[onnx.NodeProto]],
+    output: str,
+    offset: np.ndarray,
+    folded_name: str,
+) -> bool:
+    """Add `offset` to the constant bias that an Add alone adds to `output`, as a new
+    initializer `folded_name` (the old one dropped when nothing else reads it); False if
+    there is none."""
+    readers = consumers.get(output, [])
+    if len(readers) != 1 or readers[0].op_type != "Add":
         return False
+    add = readers[0]
+    operand = 1 if add.input[0] == output else 0
+    bias = weights.get(add.input[operand])
+    if bias is None or list(bias.dims) != list(offset.shape) or add.input[1 - operand] != output:
+        return False
+    folded = numpy_helper.to_array(bias).astype(np.float32) + offset
+    graph.initializer.append(numpy_helper.from_array(folded, folded_name))
+    consumers[bias.name].remove(add)
+    if not consumers[bias.name]:
+        graph.initializer.remove(bias)
+    add.input[operand] = folded_name
+    return True
+
+
+def _activation_floor(producers: dict[str, onnx.NodeProto], name: str) -> float | None:
+    """The floor of the activation function whose output `name` is (`ACTIVATION_FLOORS`,
+    `GATE_FLOORS`), or None if it is none: an activation op itself (ReLU, GELU, ...), or
+    the product that ends an exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 +
+    erf(…)) or (1 + tanh(…))). `producers` maps each tensor name to the node that outputs it."""
+    node = producers.get(name)
+    if node is None or node.op_type in ACTIVATION_FLOORS:
+        return None if node is None else ACTIVATION_FLOORS[node.op_type]
+    if node.op_type != "Mul":
+        return None
     # the Sigmoid, Erf or Tanh sits at most two ops above the final product
     frontier = [producers[operand] for operand in node.input if operand in producers]
-    for _ in range(2):
-        if any(parent.op_type in GATES for parent in frontier):
-            return True
+    for _ in range(3):
+        gates = [parent.op_type for parent in frontier if parent.op_type in GATE_FLOORS]
+        if gates:
+            return GATE_FLOORS[gates[0]]
         frontier = [
             producers[operand] for parent in frontier for operand in parent.input if operand in producers
         ]
-    return any(parent.op_type in GATES for parent in frontier)
+    return None
