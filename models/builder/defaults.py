@@ -12,7 +12,7 @@ from pathlib import Path
 TARGET_LANG_TOKEN = ">>cmn_Hans<<"
 
 #: The int8 decoder's quantization scheme: "row" (a scale per activation row, symmetric
-#: or, after an activation function, asymmetric; exact int32 products: a sentence's output
+#: or, after an activation function, shifted; exact int32 products: a sentence's output
 #: does not depend on its batch neighbours, so the Translator may batch) or "tensor"
 #: (onnxruntime dynamic quantization, one activation scale per tensor across the batch).
 #: models/builder/quantize.py and quantize_rows.py describe both.

@@ -2,7 +2,7 @@
 
 Two schemes, `QuantizeOptions.scheme`:
 - "row" (`models.builder.quantize_rows`): one scale per activation row (symmetric, or
-  asymmetric after an activation function), per-channel weights, exact int32 products; a
+  shifted after an activation function), per-channel weights, exact int32 products; a
   sentence's output does not depend on what it is batched with, which lets the
   Translator batch.
 - "tensor": `onnxruntime.quantization.quantize_dynamic`, one uint8 scale and zero point
