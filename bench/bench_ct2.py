@@ -271,11 +271,18 @@ def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[
     )
 
 
+#: CPU flags that decide which int8 GEMM kernels ONNX Runtime and CTranslate2 pick.
+INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
 def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+    """The CPU's model name and its int8-relevant instruction sets (`INT8_FLAGS`)."""
+    info = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next(
+        (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "unknown CPU"
+    )
+    flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    return f"{name} ({' '.join(flag for flag in INT8_FLAGS if flag in flags) or 'no AVX2'})"
 
 
 def _variants(paths: dict[str, Path], cores: int) -> dict[str, Callable[[list[str]], int]]:
