@@ -112,7 +112,7 @@ class RowQuantizer:
             )
         self.graph = graph
         self.weight_levels = weight_levels
-        self._activations: dict[str, tuple[str, str, str]] = {}
+        self._activations: dict[str, tuple[str, str, str]] = {}  # x → (uint8, scale, zero point)
         self._scaled: dict[tuple[str, float | None], tuple[str, str, str]] = {}
         self._constants: set[str] = set()
 
@@ -125,9 +125,9 @@ class RowQuantizer:
             )
         return name
 
-    def activation(self, x: str) -> tuple[list[onnx.NodeProto], str, str, str, str]:
-        """(nodes, uint8 tensor, per-row scale, per-row zero point as int32 and as float)
-        for `x`.
+    def asymmetric_rows(self, x: str) -> tuple[list[onnx.NodeProto], str, str, str]:
+        """(nodes, uint8 tensor, per-row scale, per-row zero point as a float) for `x` in
+        asymmetric rows (the lm_head's).
 
         No nodes when `x` was quantized before: its tensors are reused.
         """
@@ -146,14 +146,13 @@ class RowQuantizer:
             node("Div", [p + "low", p + "scale"], [p + "low_q"]),
             node("Neg", [p + "low_q"], [p + "minus_low_q"]),
             node("Round", [p + "minus_low_q"], [p + "zero_f"]),
-            node("Cast", [p + "zero_f"], [p + "zero"], to=TensorProto.INT32),
             node("Cast", [p + "zero_f"], [p + "zero_u8"], to=TensorProto.UINT8),
             # QuantizeLinear per axis 0: saturate(round(x / scale) + zero), one row each
             node("Reshape", [p + "scale", self.constant("rowq.flat")], [p + "scale_1d"]),
             node("Reshape", [p + "zero_u8", self.constant("rowq.flat")], [p + "zero_1d"]),
             node("QuantizeLinear", [x, p + "scale_1d", p + "zero_1d"], [p + "u8"], axis=0),
         ]
-        self._activations[x] = (p + "u8", p + "scale", p + "zero", p + "zero_f")
+        self._activations[x] = (p + "u8", p + "scale", p + "zero_f")
         return nodes, *self._activations[x]
 
     def scaled_rows(self, x: str, floor: float | None) -> tuple[list[onnx.NodeProto], str, str, str]:
@@ -209,14 +208,16 @@ class RowQuantizer:
     def matmul_rows(
         self, x: str, weight: np.ndarray, name: str, scale_name: str, output: str
     ) -> list[onnx.NodeProto]:
-        """`matmul` for a 2-D `x` [rows, K] (the lm_head's), with the zero-point correction
-        folded into a Gemm: ``acc − zero_r · colsum(W)`` as ``Gemm(zero, −colsum, C=acc)``,
+        """`output` = x · dequantized weight for a 2-D `x` [rows, K] (the lm_head's) in
+        asymmetric rows (`asymmetric_rows`); `weight` is the int8 [K, N] matrix stored as
+        initializer `name`, its per-column scales as `scale_name`. The zero-point
+        correction is a Gemm: ``acc − zero_r · colsum(W)`` as ``Gemm(zero, −colsum, C=acc)``,
         exact in float32 while |acc| < 2^24 (K · 255 · W: 512 · 255 · 64 ≈ 8.4M for
-        opus-mt). Fewer [rows, N] tensors stay allocated than with `matmul`'s int32
-        correction and [rows, N] scale: with N = 65,001 that is the bulk of a decoder step's
+        opus-mt). Fewer [rows, N] tensors stay allocated than with an int32 correction and
+        a [rows, N] scale: with N = 65,001 that is the bulk of a decoder step's
         working memory (an opus-mt-sized Translator's peak at max_batch 32: 430 → 390 MB,
         at the same speed)."""
-        nodes, quantized, scale, _, zero = self.activation(x)
+        nodes, quantized, scale, zero = self.asymmetric_rows(x)
         largest = weight.shape[0] * ACTIVATION_MAX * int(np.abs(weight.astype(np.int32)).max(initial=0))
         if largest >= FLOAT32_EXACT:
             raise ValueError(f"products up to {largest} are not exact in float32 (2^24)")
