@@ -324,10 +324,9 @@ class Translator:
             if length == padded and len(numbers) == len(rows):
                 cross = parts
                 break
-            if not cross:
+            if not cross:  # [rows, heads, padded, head_dim] each
                 cross = [
-                    np.zeros((len(rows), *part.shape[1:2], padded, *part.shape[3:]), part.dtype)
-                    for part in parts
+                    np.zeros((len(rows), part.shape[1], padded, part.shape[3]), part.dtype) for part in parts
                 ]
             for whole, part in zip(cross, parts, strict=True):
                 whole[numbers, :, :length] = part

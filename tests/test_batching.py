@@ -80,6 +80,22 @@ def test_each_row_decodes_as_it_does_alone(translator, request):
         assert len({len(ids) for ids, capped in alone.values() if not capped}) > 3
 
 
+def test_rows_are_encoded_unpadded_and_their_cross_kv_zero_filled(translator):
+    """A batch's rows of each exact length are encoded apart, unpadded: each row's cross
+    K/V are its own encoding alone, then zeros up to the padded length."""
+    pool = sorted(next(iter(by_length(translator).values())), key=len)
+    rows = [*pool[:4], *pool[-4:]]  # the shortest and the longest of one padded length
+    assert len(rows[0]) < len(rows[-1])
+    cache = translator.start(rows)
+    for number, ids in enumerate(rows):
+        alone = translator._encoder.run(
+            None, {"input_ids": ids[None], "attention_mask": np.ones_like(ids[None])}
+        )
+        for whole, own in zip(cache.cross, alone, strict=True):
+            assert whole[number, :, : len(ids)].tobytes() == own[0].tobytes()
+            assert not whole[number, :, len(ids) :].any()
+
+
 def test_raw_logits_are_bitwise_equal_in_any_batch(translator):
     rng = random.Random(7)
     pools = by_length(translator)
