@@ -54,4 +54,4 @@ READ_AHEAD = 1024
 
 #: The decoding scheme, part of the translation-memory fingerprint: a change to how
 #: outputs are produced must change it, so that remembered translations are not reused.
-DECODING = "greedy; batched by padded source length, finished rows dropped"
+DECODING = "greedy; batched by padded source length, encoded by exact length, finished rows dropped"
