@@ -10,16 +10,27 @@ from models.builder.quantize_rows import RowQuantizer, max_exact_weight_level, q
 
 
 def row_quantized_matmul(
-    weight: np.ndarray, levels: int, after: str | None = None, bias: np.ndarray | None = None
+    weight: np.ndarray, levels: int, after: str | list | None = None, bias: np.ndarray | None = None
 ) -> ort.InferenceSession:
-    """A MatMul of input x [batch, 1, K] rewritten by `quantize_matmuls`; with `after`, of
-    that op's output instead (an activation function's: shifted rows); with `bias`, followed
-    by an Add of it, read through an Identity as torch's exporter writes shared constants."""
+    """`row_quantized_model` in an ONNX Runtime session."""
+    model = row_quantized_model(weight, levels, after, bias)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def row_quantized_model(
+    weight: np.ndarray, levels: int, after: str | list | None = None, bias: np.ndarray | None = None
+) -> onnx.ModelProto:
+    """A MatMul of input x [batch, 1, K] rewritten by `quantize_matmuls`; with `after` (an op
+    type, or nodes computing "h" from "x"), of that activation function's output instead
+    (shifted rows); with `bias`, followed by an Add of it, read through an Identity as
+    torch's exporter writes shared constants."""
     rows, columns = weight.shape
     nodes = [helper.make_node("MatMul", ["x" if after is None else "h", "w"], ["y" if bias is None else "m"])]
     constants = [numpy_helper.from_array(weight, "w")]
-    if after is not None:
+    if isinstance(after, str):
         nodes.insert(0, helper.make_node(after, ["x"], ["h"]))
+    elif after is not None:
+        nodes[:0] = after
     if bias is not None:
         nodes += [
             helper.make_node("Identity", ["b"], ["b_copy"]),
@@ -36,7 +47,7 @@ def row_quantized_matmul(
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model = quantize_matmuls(model, RowQuantizer(model.graph, levels))
     onnx.checker.check_model(model)
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return model
 
 
 def quantized_weight(weight: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,21 +132,26 @@ def test_symmetric_rows_are_the_integer_form_up_to_float_rounding():
     assert close_rows(got, symmetric_reference(x, weight, levels))
 
 
-@pytest.mark.parametrize("after", [None, "Sigmoid"])
-def test_a_bias_after_the_matmul_gets_the_shift(after):
-    """The shift's −floor · colsum(W) is folded into the bias Add that follows (here read
-    through an Identity), so the result is the quantized product plus the bias."""
+@pytest.mark.parametrize("swish", [False, True])
+def test_a_bias_after_the_matmul_gets_the_shift(swish):
+    """After a swish, the shift's −0.2785 · colsum(W) is folded into the bias Add that
+    follows (here read through an Identity), so the result is the quantized product of the
+    shifted rows plus the bias, with no Add of its own for the shift."""
     rng = np.random.default_rng(6)
     levels = max_exact_weight_level()
     weight = rng.standard_normal((64, 32)).astype(np.float32)
     bias = rng.standard_normal(32).astype(np.float32)
     x = rng.standard_normal((8, 1, 64)).astype(np.float32) * 3
-    got = row_quantized_matmul(weight, levels, after, bias).run(None, {"x": x})[0]
-    if after is None:
+    model = row_quantized_model(weight, levels, SWISH if swish else None, bias)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )[0]
+    if swish:
+        want = shifted_reference(x / (1 + np.exp(-x)), weight, levels, 0.2785)
+    else:
         want = symmetric_reference(x, weight, levels)
-    else:  # a lone Sigmoid's output is at least 0
-        want = shifted_reference(1 / (1 + np.exp(-x)), weight, levels, 0.0)
     assert close_rows(got - bias, want)
+    assert sum(node.op_type == "Add" for node in model.graph.node) == 1 + swish  # the bias (and x + floor)
 
 
 @pytest.mark.parametrize("after", [None, "Relu"])
