@@ -313,7 +313,7 @@ def _fold_into_bias(
     add = readers[0]
     operand = 1 if add.input[0] == output else 0
     bias = weights.get(add.input[operand])
-    if bias is None or list(bias.dims) != list(offset.shape) or add.input[1 - operand] != output:
+    if bias is None or list(bias.dims) != list(offset.shape):
         return False
     folded = numpy_helper.to_array(bias).astype(np.float32) + offset
     graph.initializer.append(numpy_helper.from_array(folded, folded_name))
@@ -330,11 +330,13 @@ def _activation_floor(producers: dict[str, onnx.NodeProto], name: str) -> float 
     the product that ends an exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 +
     erf(…)) or (1 + tanh(…))). `producers` maps each tensor name to the node that outputs it."""
     node = producers.get(name)
-    if node is None or node.op_type in ACTIVATION_FLOORS:
-        return None if node is None else ACTIVATION_FLOORS[node.op_type]
+    if node is None:
+        return None
+    if node.op_type in ACTIVATION_FLOORS:
+        return ACTIVATION_FLOORS[node.op_type]
     if node.op_type != "Mul":
         return None
-    # the Sigmoid, Erf or Tanh sits at most two ops above the final product
+    # the Sigmoid, Erf or Tanh sits at most three ops above the final product
     frontier = [producers[operand] for operand in node.input if operand in producers]
     for _ in range(3):
         gates = [parent.op_type for parent in frontier if parent.op_type in GATE_FLOORS]
