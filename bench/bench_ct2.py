@@ -17,7 +17,9 @@ a rerun only measures.
 Every variant translates the same English sentences (the demo model's held-out Tatoeba
 pairs) in every round, variants interleaved in an order rotated each round, all on the
 machine's cores (CTranslate2: its best settings for throughput, `inter_threads` = cores,
-one thread each; transqueue: `threads` = cores).
+one thread each, in batches of 32 and of one; transqueue: `threads` = cores, int8 batched,
+int8 one row at a time and fp32; PyTorch fp32: `model.generate` on length-sorted batches of
+16, torch on all cores: bench/torch_greedy.py).
 The table gives target tokens per sentence, target tokens/s and the ratio to CTranslate2
 int8 (median over rounds, with min–max), since random or int8 outputs differ in length
 between engines.
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import opus_sized  # noqa: E402
+import torch_greedy  # noqa: E402
 from build_cache import bundle, cached  # noqa: E402
 from report import publish  # noqa: E402
 
@@ -81,7 +84,7 @@ MODELS = {
 
 
 def bundles(model: Model) -> dict[str, Path]:
-    """The model's bundles per int8 scheme and its CTranslate2 int8 model."""
+    """The model's bundles per int8 scheme, its CTranslate2 int8 model and its checkpoint."""
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
 
@@ -90,6 +93,7 @@ def bundles(model: Model) -> dict[str, Path]:
     if not (ct2 / "model.bin").exists():
         TransformersConverter(str(model.checkpoint())).convert(str(ct2), quantization="int8", force=True)
     built["ct2"] = ct2
+    built["checkpoint"] = model.checkpoint()
     return built
 
 
@@ -120,7 +124,8 @@ def main() -> None:
         "| --- | --- | --- | ---: | --- |",
     ]
     cold = [
-        "W3, each engine in a fresh process (int8, all cores): ready = imports, load and one "
+        "W3, each engine in a fresh process (all cores; PyTorch fp32, the others int8): ready = "
+        "imports, load and one "
         "sentence translated; peak after the bulk run",
         "",
         "| model | engine | ready (s) | RSS when ready (MB) | peak RSS (MB) |",
@@ -168,10 +173,16 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
         source = [*prefix, *codec.pieces(text), "</s>"]
         engine.translate_batch([source], beam_size=1, max_decoding_length=ours.max_new_tokens(len(source)))
 
+    torch_model = torch_greedy.load(paths["checkpoint"], cores)
+
+    def pytorch(text: str) -> None:
+        torch_greedy.generate(torch_model, [codec.encode(text).tolist()], ours.max_new_tokens)
+
     variants: dict[str, Callable[[str], object]] = {
         "CTranslate2 int8, intra_threads = cores": ct2,
         "transqueue int8, `translate_one` (default: 1 ORT thread)": ours.translate_one,
         "transqueue int8, `translate_one` on an ORT session with all cores": wide.translate_one,
+        "PyTorch fp32, `generate`, torch threads = cores": pytorch,
     }
     medians: dict[str, list[float]] = {variant: [] for variant in variants}
     for number in range(rounds):
@@ -194,7 +205,8 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
     return rows
 
 
-#: W3 probes, run in a fresh process each: argv = model path, then the sentences file.
+#: W3 probes, run in a fresh process each: argv = model path, the sentences file (text for
+#: transqueue, source pieces for CTranslate2, source ids for PyTorch), the length cap.
 ENGINES = {
     "transqueue int8 (batched, default)": """
 import time
@@ -224,6 +236,20 @@ def bulk():
     results = engine.translate_batch(sources, beam_size=1, max_batch_size=32)
     return sum(len(result.hypotheses[0]) for result in results)
 """,
+    f"PyTorch fp32 (`generate` in batches of {torch_greedy.BATCH})": """
+import time
+started = time.perf_counter()
+import sys
+sys.path.insert(0, "bench")
+import torch_greedy
+from models.threads import cpu_budget
+model = torch_greedy.load(sys.argv[1], cpu_budget())
+rows = [[int(i) for i in line.split()] for line in open(sys.argv[2], encoding="utf-8").read().splitlines()]
+cap = int(sys.argv[3])
+torch_greedy.generate(model, rows[:1], lambda width: cap)
+def bulk():
+    return torch_greedy.generate(model, rows, lambda width: cap)
+""",
 }
 
 #: Appended to each W3 probe: report ready time, RSS when ready and peak after bulk().
@@ -240,17 +266,22 @@ print(json.dumps({"ready_s": ready, "ready_rss_mb": ready_rss, "peak_rss_mb": me
 
 def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[str]) -> str:
     """A W3 row: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
-    process's peak across exec). CTranslate2 gets the sentences as source pieces, tokenized
-    here as in the bulk table."""
+    process's peak across exec). CTranslate2 gets the sentences as source pieces and
+    PyTorch as source ids, tokenized here as in the bulk table; every engine the same
+    length cap, the Translator's for the longest sentence."""
     import json
     import subprocess
     import tempfile
 
+    translator = Translator(paths["row"], warmup=False, verify=False)
+    codec, token = translator.codec, translator.config.target_lang_token
+    cap = translator.max_new_tokens(max(len(codec.encode(text)) for text in sentences))
     if engine.startswith("transqueue"):
         model, lines = paths["row"], sentences
+    elif engine.startswith("PyTorch"):
+        model = paths["checkpoint"]
+        lines = [" ".join(map(str, codec.encode(text))) for text in sentences]
     else:
-        translator = Translator(paths["row"], warmup=False, verify=False)
-        codec, token = translator.codec, translator.config.target_lang_token
         prefix = [token] if codec.prefix_ids else []
         model = paths["ct2"]
         lines = [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences]
@@ -258,7 +289,7 @@ def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[
         listing.write("\n".join(lines))
         listing.flush()
         done = subprocess.run(
-            [sys.executable, "-c", ENGINES[engine] + REPORT, str(model), listing.name],
+            [sys.executable, "-c", ENGINES[engine] + REPORT, str(model), listing.name, str(cap)],
             capture_output=True,
             text=True,
             check=True,
@@ -321,15 +352,34 @@ def _variants(paths: dict[str, Path], cores: int) -> dict[str, Callable[[list[st
         )
         return sum(len(result.hypotheses[0]) for result in results)
 
+    def ct2_alone(sentences: list[str]) -> int:
+        # batches of one, `inter_threads` of them side by side
+        sources = [[*prefix, *codec.pieces(text), "</s>"] for text in sentences]
+        results = engine.translate_batch(
+            sources,
+            beam_size=1,
+            max_batch_size=1,
+            batch_type="examples",
+            max_decoding_length=row["int8"].max_new_tokens(max(map(len, sources))),
+        )
+        return sum(len(result.hypotheses[0]) for result in results)
+
     def ours(translator: Translator) -> Callable[[list[str]], int]:
         return lambda sentences: sum(r.target_tokens for r in translator.translate(sentences))
 
+    def pytorch(sentences: list[str]) -> int:
+        rows = [codec.encode(text).tolist() for text in sentences]
+        return torch_greedy.generate(torch_model, rows, row["int8"].max_new_tokens)
+
+    torch_model = torch_greedy.load(paths["checkpoint"], cores)
     return {
         "CTranslate2 int8": ct2,
+        "CTranslate2 int8, batches of one": ct2_alone,
         "transqueue int8, row scheme, batched (default)": ours(row["int8"]),
         "transqueue int8, row scheme, one row at a time": ours(unbatched),
         "transqueue int8, tensor scheme, one row at a time (before)": ours(tensor),
         "transqueue fp32, batched": ours(row["fp32"]),
+        f"PyTorch fp32, `generate` in batches of {torch_greedy.BATCH}": pytorch,
     }
 
 
