@@ -340,29 +340,21 @@ def _variants(paths: dict[str, Path], cores: int) -> dict[str, Callable[[list[st
     )
     prefix = [config.target_lang_token] if codec.prefix_ids else []
 
-    def ct2(sentences: list[str]) -> int:
-        # one call, so CTranslate2 batches (and pads) as it likes; one length cap for all
-        sources = [[*prefix, *codec.pieces(text), "</s>"] for text in sentences]
-        results = engine.translate_batch(
-            sources,
-            beam_size=1,
-            max_batch_size=32,
-            batch_type="examples",
-            max_decoding_length=row["int8"].max_new_tokens(max(map(len, sources))),
-        )
-        return sum(len(result.hypotheses[0]) for result in results)
+    def ct2(batch: int) -> Callable[[list[str]], int]:
+        # one call, so CTranslate2 batches (and pads) as it likes, `inter_threads` batches
+        # side by side; one length cap for all
+        def run(sentences: list[str]) -> int:
+            sources = [[*prefix, *codec.pieces(text), "</s>"] for text in sentences]
+            results = engine.translate_batch(
+                sources,
+                beam_size=1,
+                max_batch_size=batch,
+                batch_type="examples",
+                max_decoding_length=row["int8"].max_new_tokens(max(map(len, sources))),
+            )
+            return sum(len(result.hypotheses[0]) for result in results)
 
-    def ct2_alone(sentences: list[str]) -> int:
-        # batches of one, `inter_threads` of them side by side
-        sources = [[*prefix, *codec.pieces(text), "</s>"] for text in sentences]
-        results = engine.translate_batch(
-            sources,
-            beam_size=1,
-            max_batch_size=1,
-            batch_type="examples",
-            max_decoding_length=row["int8"].max_new_tokens(max(map(len, sources))),
-        )
-        return sum(len(result.hypotheses[0]) for result in results)
+        return run
 
     def ours(translator: Translator) -> Callable[[list[str]], int]:
         return lambda sentences: sum(r.target_tokens for r in translator.translate(sentences))
@@ -373,8 +365,8 @@ def _variants(paths: dict[str, Path], cores: int) -> dict[str, Callable[[list[st
 
     torch_model = torch_greedy.load(paths["checkpoint"], cores)
     return {
-        "CTranslate2 int8": ct2,
-        "CTranslate2 int8, batches of one": ct2_alone,
+        "CTranslate2 int8": ct2(32),
+        "CTranslate2 int8, batches of one": ct2(1),
         "transqueue int8, row scheme, batched (default)": ours(row["int8"]),
         "transqueue int8, row scheme, one row at a time": ours(unbatched),
         "transqueue int8, tensor scheme, one row at a time (before)": ours(tensor),
