@@ -206,7 +206,8 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
 
 
 #: W3 probes, run in a fresh process each: argv = model path, the sentences file (text for
-#: transqueue, source pieces for CTranslate2, source ids for PyTorch), the length cap.
+#: transqueue, source pieces for CTranslate2, source ids for PyTorch) and, for PyTorch only,
+#: the length cap.
 ENGINES = {
     "transqueue int8 (batched, default)": """
 import time
@@ -267,29 +268,32 @@ print(json.dumps({"ready_s": ready, "ready_rss_mb": ready_rss, "peak_rss_mb": me
 def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[str]) -> str:
     """A W3 row: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
     process's peak across exec). CTranslate2 gets the sentences as source pieces and
-    PyTorch as source ids, tokenized here as in the bulk table; every engine the same
-    length cap, the Translator's for the longest sentence."""
+    PyTorch as source ids, tokenized here as in the bulk table, PyTorch also the
+    Translator's length cap for the longest sentence (the others apply their own)."""
     import json
     import subprocess
     import tempfile
 
-    translator = Translator(paths["row"], warmup=False, verify=False)
-    codec, token = translator.codec, translator.config.target_lang_token
-    cap = translator.max_new_tokens(max(len(codec.encode(text)) for text in sentences))
+    extra: list[str] = []
     if engine.startswith("transqueue"):
         model, lines = paths["row"], sentences
-    elif engine.startswith("PyTorch"):
-        model = paths["checkpoint"]
-        lines = [" ".join(map(str, codec.encode(text))) for text in sentences]
     else:
-        prefix = [token] if codec.prefix_ids else []
-        model = paths["ct2"]
-        lines = [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences]
+        translator = Translator(paths["row"], warmup=False, verify=False)
+        codec, token = translator.codec, translator.config.target_lang_token
+        if engine.startswith("PyTorch"):
+            model = paths["checkpoint"]
+            rows = [codec.encode(text) for text in sentences]
+            lines = [" ".join(map(str, row)) for row in rows]
+            extra = [str(translator.max_new_tokens(max(map(len, rows))))]
+        else:
+            prefix = [token] if codec.prefix_ids else []
+            model = paths["ct2"]
+            lines = [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as listing:
         listing.write("\n".join(lines))
         listing.flush()
         done = subprocess.run(
-            [sys.executable, "-c", ENGINES[engine] + REPORT, str(model), listing.name, str(cap)],
+            [sys.executable, "-c", ENGINES[engine] + REPORT, str(model), listing.name, *extra],
             capture_output=True,
             text=True,
             check=True,
