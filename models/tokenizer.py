@@ -1,21 +1,79 @@
-"""Marian source encoding and target decoding with the `tokenizers` library only.
+"""Marian source encoding and target decoding with the `tokenizers` library and numpy.
 
 Encoding follows MarianTokenizer: source.spm pieces are mapped to ids through
 vocab.json (unknown pieces become `<unk>`), `</s>` is appended, and the target-language
-token, when the bundle has one, is put first. vocab.json is not loaded for it: the target
-tokenizer's word-level vocabulary is vocab.json (`models.builder.tokenizer_convert`), so
-its `token_to_id` is that map, held once in Rust instead of a second time as a Python dict
-(16 MB at opus-mt size). Decoding maps ids back to pieces and
-applies target.spm's decoding, then strips, as MarianTokenizer.decode does with
-skip_special_tokens=True.
+token, when the bundle has one, is put first. Decoding maps ids back to pieces and
+applies target.spm's decoding (the target tokenizer's decoder), then strips, as
+MarianTokenizer.decode does with skip_special_tokens=True.
+
+The vocabulary (65,001 pieces at opus-mt size) is held once, as flat arrays
+(`PieceTable`, about 1.5 MB), not as the target tokenizer's word-level model, whose two
+Rust hash maps held 18 MB, nor as Python dicts (16 MB). A source piece's id is looked
+up by its source.spm id in an array made at load time; only pieces that source.spm does
+not know (its `<unk>`, which MarianTokenizer still looks up by their text) are searched.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
+
+
+class PieceTable:
+    """vocab.json (piece → id) as flat arrays: pieces by id, and ids in piece order."""
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        size = max(vocab.values(), default=-1) + 1
+        by_id = [b""] * size
+        self.present = np.zeros(size, dtype=bool)
+        for piece, id_ in vocab.items():
+            by_id[id_] = piece.encode("utf-8")
+            self.present[id_] = True
+        self._offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum([len(piece) for piece in by_id], out=self._offsets[1:])
+        self._blob = b"".join(by_id)
+        present = np.flatnonzero(self.present)
+        self._sorted = np.array(sorted(present, key=by_id.__getitem__), dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def piece_bytes(self, id_: int) -> bytes:
+        """The UTF-8 bytes of piece `id_` (empty for an id that vocab.json lacks)."""
+        return self._blob[self._offsets[id_] : self._offsets[id_ + 1]]
+
+    def piece(self, id_: int) -> str:
+        """Piece `id_` as text."""
+        return self.piece_bytes(id_).decode("utf-8")
+
+    def find(self, piece: str) -> int | None:
+        """The id of `piece`, or None if vocab.json does not have it."""
+        key = piece.encode("utf-8")
+        index = bisect.bisect_left(self._sorted, key, key=self.piece_bytes)
+        if index < len(self._sorted) and self.piece_bytes(self._sorted[index]) == key:
+            return int(self._sorted[index])
+        return None
+
+
+def _decoder(target: dict):
+    """The target tokenizer's decoder alone: a tokenizer over a one-piece vocabulary, so
+    that the 65,001-piece model is never built."""
+    stub = {
+        "version": target.get("version", "1.0"),
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": target["decoder"],
+        "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"},
+    }
+    return Tokenizer.from_str(json.dumps(stub)).decoder
 
 
 class MarianCodec:
@@ -29,26 +87,55 @@ class MarianCodec:
         unk_id: int,
         prefix_ids: tuple[int, ...] = (),
     ) -> None:
-        self._source = Tokenizer.from_file(str(source_file))
-        self._target = Tokenizer.from_file(str(target_file))
+        source = Path(source_file).read_text(encoding="utf-8")
+        self._source = Tokenizer.from_str(source)
+        #: The id source.spm gives pieces it does not know.
+        self._source_unk_id = json.loads(source)["model"].get("unk_id")
+        del source
+        target = json.loads(Path(target_file).read_text(encoding="utf-8"))
+        self.vocab = PieceTable(target["model"]["vocab"])
+        self._decoder = _decoder(target)
+        #: Ids that decoding skips: the target tokenizer's special tokens.
+        self._skipped = np.zeros(len(self.vocab), dtype=bool)
+        self._skipped[[token["id"] for token in target["added_tokens"] if token["special"]]] = True
+        del target
         self.eos_id = eos_id
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
+        # source.spm id → vocab.json id (unk_id where vocab.json lacks the piece).
+        source_vocab = self._source.get_vocab(with_added_tokens=True)
+        self._by_source_id = np.full(max(source_vocab.values()) + 1, unk_id, dtype=np.int64)
+        for piece, source_id in source_vocab.items():
+            found = self.vocab.find(piece)
+            if found is not None:
+                self._by_source_id[source_id] = found
 
     def pieces(self, text: str) -> list[str]:
         """The source pieces of `text`, as source.spm segments it."""
         return self._source.encode(text, add_special_tokens=False).tokens
 
-    def piece_ids(self, pieces: list[str]) -> list[int]:
-        """Vocabulary ids of source pieces; a piece missing from vocab.json is `<unk>`."""
-        found = map(self._target.token_to_id, pieces)
-        return [self.unk_id if id_ is None else id_ for id_ in found]
+    def pieces_and_ids(self, text: str) -> tuple[list[str], list[int]]:
+        """The source pieces of `text` and their vocab.json ids (`<unk>` where it lacks one)."""
+        encoding = self._source.encode(text, add_special_tokens=False)
+        pieces = encoding.tokens
+        ids = self._by_source_id[encoding.ids].tolist()
+        for position, source_id in enumerate(encoding.ids):
+            if source_id == self._source_unk_id:  # an unknown piece: looked up by its text
+                found = self.vocab.find(pieces[position])
+                ids[position] = self.unk_id if found is None else found
+        return pieces, ids
 
     def encode(self, text: str) -> np.ndarray:
         """Source ids of `text`: [language token] + pieces + [eos], as int64."""
-        ids = self.piece_ids(self.pieces(text))
+        _, ids = self.pieces_and_ids(text)
         return np.array([*self.prefix_ids, *ids, self.eos_id], dtype=np.int64)
 
     def decode(self, ids) -> str:
         """Text of generated target ids, special tokens skipped."""
-        return self._target.decode([int(i) for i in ids], skip_special_tokens=True).strip()
+        size = len(self.vocab)
+        pieces = [
+            self.vocab.piece(id_)
+            for id_ in map(int, ids)
+            if 0 <= id_ < size and self.vocab.present[id_] and not self._skipped[id_]
+        ]
+        return self._decoder.decode(pieces).strip()

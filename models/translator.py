@@ -32,6 +32,7 @@ import onnxruntime as ort
 from models import defaults
 from models.batching import Batch, Row, group, padded_length, padding_mask, split_points
 from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
+from models.heap import trim_heap
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
 
@@ -153,10 +154,10 @@ class _Window:
         codec = translator.codec
         limit = translator.config.max_positions - len(codec.prefix_ids) - 1
         self.started = time.perf_counter()
-        self.pieces = [codec.pieces(sentence) for sentence in sentences]
+        encoded = [codec.pieces_and_ids(sentence) for sentence in sentences]
+        self.pieces = [pieces for pieces, _ in encoded]
         self.parts: list[list[Row]] = []
-        for number, pieces in enumerate(self.pieces):
-            ids = codec.piece_ids(pieces)
+        for number, (pieces, ids) in enumerate(encoded):
             bounds = [0, *split_points(pieces, limit), len(pieces)] if pieces else [0]
             self.parts.append(
                 [
@@ -256,6 +257,7 @@ class Translator:
         if warmup:  # one encoder run and one decoder step set both sessions up
             source = self.codec.encode(defaults.WARMUP_SENTENCE)
             self.start([source]).step(np.array([config.decoder_start_token_id], dtype=np.int64))
+        trim_heap()  # what loading freed: the vocabulary's JSON, the weights before prepacking
 
     def translate(self, sentences: Iterable[str]) -> Iterator[TranslationResult]:
         """Translate `sentences` in order, one result per sentence, as they complete.

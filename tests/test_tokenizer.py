@@ -8,7 +8,7 @@ from models.builder.defaults import TATOEBA_CORPUS
 from models.builder.tokenizer_convert import convert
 from models.builder.validate import HARD_STRINGS
 from models.bundle import read_manifest
-from models.tokenizer import MarianCodec
+from models.tokenizer import MarianCodec, PieceTable
 
 DEMO_CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "checkpoint"
 
@@ -55,3 +55,15 @@ def test_bundle_codec_puts_the_language_token_first(tiny_bundle):
     ids = codec.encode("Hello.")
     assert ids[0] == manifest.config.target_lang_token_id
     assert ids[-1] == manifest.config.eos_token_id
+
+
+def test_piece_table_finds_every_piece_and_only_those():
+    vocab = {"▁a": 0, "a": 1, "▁ab": 2, "中": 3, "": 4, "<unk>": 7, "😀": 9}  # ids 5, 6, 8 unused
+    table = PieceTable(vocab)
+    assert len(table) == 10
+    for piece, id_ in vocab.items():
+        assert table.find(piece) == id_
+        assert table.piece(id_) == piece
+    for missing in ("▁", "ab", "中文", "<pad>", "▁abc"):
+        assert table.find(missing) is None
+    assert table.present.tolist() == [i in vocab.values() for i in range(10)]

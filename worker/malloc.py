@@ -14,9 +14,9 @@ set keeps what they say. Elsewhere than on glibc this does nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
+
+from models.heap import glibc_function
 
 #: mallopt parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_ARENA_MAX = -1, -8
@@ -37,11 +37,7 @@ SETTINGS = (
 def tune_malloc() -> list[str]:
     """Apply `SETTINGS` with mallopt, before the worker starts its threads; returns the names
     of those applied (none where the C library is not glibc or the variable is set)."""
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        mallopt = None
+    mallopt = glibc_function("mallopt")
     if mallopt is None:
         return []
     applied = []
