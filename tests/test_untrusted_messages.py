@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -158,5 +159,25 @@ def test_a_worker_with_a_bad_bundle_exits_at_once_with_one_line(redis_server, tm
     done = subprocess.run([*command, "--loglevel=info"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "cannot load the model" in done.stderr and "not a transqueue model bundle" in done.stderr
+    assert "to fix it: set TRANSQUEUE_BUNDLE" in done.stderr and "Traceback" not in done.stderr
+    assert "ready" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_a_worker_with_a_corrupt_bundle_file_exits_before_it_is_ready(
+    redis_server, tmp_path, tiny_bundle, pool
+):
+    """solo hashes the files while its Translator loads, prefork once in the parent: both
+    refuse a file whose sha256 is not the manifest's, naming it, and never report ready."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    data = bundle / "decoder.int8.onnx.data"
+    content = data.read_bytes()
+    data.write_bytes(content[:-1] + bytes([content[-1] ^ 1]))
+    env = {**os.environ, "TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_BUNDLE": str(bundle)}
+    command = [*TRANSQUEUE_WORKER, f"--pool={pool}", "--loglevel=info"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "cannot load the model" in done.stderr and f"{data}: sha256 does not match" in done.stderr
     assert "to fix it: set TRANSQUEUE_BUNDLE" in done.stderr and "Traceback" not in done.stderr
     assert "ready" not in done.stdout + done.stderr

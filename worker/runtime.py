@@ -1,8 +1,9 @@
 """Per-process state of a worker: one Translator, loaded once.
 
-The Translator (its ONNX Runtime sessions) is created once per process, after the fork:
-prefork and solo pools load it on `worker_process_init`, the threads pool (one shared
-Translator) when the worker is ready. It is warmed up before the first task.
+The Translator (its ONNX Runtime sessions) is created once per process, after any fork:
+the solo and threads pools (one Translator, shared by the threads) load it in the
+worker's own process on `worker_init`, the prefork pool's children on
+`worker_process_init`. It is warmed up before the first task.
 """
 
 from __future__ import annotations
@@ -89,16 +90,19 @@ FIX_BUNDLE = (
 )
 
 
-def check_bundle(settings: Settings) -> None:
-    """Raise BundleError (saying how to fix it) unless the settings' bundle can be loaded:
-    its manifest, the graphs of the settings' precision, and the sha256 of every file a
-    Translator at that precision loads. This process (and its forks) then load the
-    Translator without hashing the same files again."""
-    from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
+def explained(error: Exception) -> str:
+    """The message of `error` (a BundleError), followed by how to fix it."""
+    return f"{error}\n  to fix it: {FIX_BUNDLE}"
 
-    try:
-        manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
-        verify_files(manifest, manifest.files_for(settings.precision))
-    except BundleError as error:
-        raise BundleError(f"{error}\n  to fix it: {FIX_BUNDLE}") from None
-    _state["checked"] = (settings.bundle_dir, settings.precision)
+
+def check_bundle(settings: Settings, hashes: bool = True) -> None:
+    """Raise BundleError unless the settings' bundle can be loaded:
+    its manifest, the graphs of the settings' precision, and (with `hashes`) the sha256 of
+    every file a Translator at that precision loads. This process (and its forks) then
+    load the Translator without hashing the same files again."""
+    from models.bundle import default_bundle_dir, read_manifest, verify_files
+
+    manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
+    verify_files(manifest, manifest.files_for(settings.precision), hashes=hashes)
+    if hashes:
+        _state["checked"] = (settings.bundle_dir, settings.precision)

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import redis
-from celery import signals
-from celery.concurrency.thread import TaskPool as ThreadPool
+from celery import concurrency, signals
+from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
@@ -24,27 +24,36 @@ logger = logging.getLogger(__name__)
 
 
 @signals.worker_init.connect
-def _check_the_model(**_: Any) -> None:
-    """Fail fast: a worker whose bundle cannot be loaded exits before it takes any chunk."""
+def _load_the_model(sender: Any = None, **_: Any) -> None:
+    """Fail fast: a worker whose bundle cannot be loaded exits before it takes any chunk.
+
+    The solo and threads pools translate in this process: the Translator is loaded here,
+    and hashes the bundle's files while it creates its sessions. The prefork pool's
+    children load their own after the fork (`_load_after_fork`); the files are hashed once,
+    here in the parent.
+    """
     from models.bundle import BundleError
 
+    settings = env_settings()
     try:
-        runtime.check_bundle(env_settings())
+        if _forks(sender):
+            runtime.check_bundle(settings)
+        else:
+            runtime.load_translator(settings)
     except BundleError as error:
-        raise SystemExit(f"transqueue worker: cannot load the model: {error}") from None
+        raise SystemExit(f"transqueue worker: cannot load the model: {runtime.explained(error)}") from None
+
+
+def _forks(worker: Any) -> bool:
+    """Whether `worker` (a WorkController, its pool not yet made) runs a prefork pool."""
+    pool = concurrency.get_implementation(getattr(worker, "pool_cls", None) or "prefork")
+    return issubclass(pool, ForkPool)
 
 
 @signals.worker_process_init.connect
 def _load_after_fork(**_: Any) -> None:
-    """Prefork children and the solo pool: sessions are created here, after the fork."""
+    """Prefork children: sessions are created here, after the fork."""
     runtime.load_translator(env_settings())
-
-
-@signals.worker_ready.connect
-def _load_for_threads(sender: Any = None, **_: Any) -> None:
-    """The threads pool shares one Translator, created in the worker's own process."""
-    if isinstance(getattr(sender, "pool", None), ThreadPool):
-        runtime.load_translator(env_settings())
 
 
 @signals.worker_ready.connect
