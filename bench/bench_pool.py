@@ -12,12 +12,15 @@ Chunk sizes (``--chunk-sizes``): the sentences per task that the producer cuts
 length and at most ``--max-batches`` rows (`TRANSQUEUE_MAX_BATCH`), its threads side by
 side, so the chunk size decides how full the batches are and whether every thread gets one.
 
-For each (pool, chunk size, max batch) the script starts a real redis-server and a real worker,
-translates the same sentences as one job (memory flushed, model warmed up first), and
-reports sentences/s, the ratio to the best case, and the peak resident memory of the
-largest process and of the whole worker (what a ``mem_limit: 512m`` container must hold),
-min–max over ``--rounds`` interleaved rounds. Run it on an otherwise idle machine, with the
-bundle the workers will really run (opus-mt-en-zh size):
+For each (pool, chunk size, max batch) the script starts a real redis-server and a real
+``transqueue worker``, times it until it logs that it is ready (process start, imports
+and the model loaded), translates the same sentences as one job (memory flushed, model
+warmed up first), and reports the ready time, sentences/s, the ratio to the best case,
+and the peak resident memory of the largest process (its kernel high-water mark, VmHWM)
+and of the whole worker (sampled every 0.2 s, at least the largest process's peak: what a
+``mem_limit: 512m`` container must hold), min–max over ``--rounds`` interleaved rounds.
+Run it on an otherwise idle machine, with the bundle the workers will really run
+(opus-mt-en-zh size):
 
     python bench/bench_pool.py --bundle bundles/opus-mt-en-zh --sentences 300 \\
         --pools solo-1x2 --chunk-sizes 16 32 64 --max-batches 8 16 32 --rounds 3 \\
@@ -45,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from distributed_support import RedisServer, Worker, wait_for  # noqa: E402
+from distributed_support import TRANSQUEUE_WORKER, RedisServer, Worker, wait_for  # noqa: E402
 from report import publish  # noqa: E402
 
 from producer.documents import ReadOptions  # noqa: E402
@@ -72,6 +75,7 @@ class Measurement:
     max_batch: int
     sentences: int
     seconds: float
+    ready_seconds: float  # from process start until the worker logs that it is ready
     peak_rss_mb: float  # the largest single process
     peak_total_mb: float  # the whole worker (parent and pool children), as a container sees it
 
@@ -133,11 +137,12 @@ def process_tree(pid: int) -> list[int]:
     return pids
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of one process in MB (0 if it is gone)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of one process in MB (0 if it is gone): `field` "VmRSS" for now,
+    "VmHWM" for its peak so far."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -168,7 +173,11 @@ def measure(
         "TRANSQUEUE_MAX_BATCH": str(max_batch),
     }
     redis.client().flushall()
-    worker = Worker(name, env, log_dir, options=()).start()
+    log_dir.mkdir(exist_ok=True)  # one log per worker: a worker is ready when its own log says so
+    started = time.perf_counter()
+    worker = Worker(name, env, log_dir, TRANSQUEUE_WORKER, options=()).start(wait=False)
+    wait_for(worker.ready, f"worker {name} to be ready", interval=0.005, detail=worker.log_text)
+    ready = time.perf_counter() - started
     peak = total = 0.0
     done = threading.Event()
 
@@ -187,11 +196,14 @@ def measure(
         )  # its queue; the producer cuts the chunks
         run_job(store, [f"Warm up {i}." for i in range(8)])
         seconds = run_job(store, sentences)
+        # Samples miss short peaks; each process's own high-water mark does not.
+        peak = max([peak, *(rss_mb(p, "VmHWM") for p in process_tree(worker.process.pid))])
+        total = max(total, peak)
     finally:
         done.set()
         sampler.join()
         worker.stop()
-    return Measurement(name, chunk_size, max_batch, len(sentences), seconds, peak, total)
+    return Measurement(name, chunk_size, max_batch, len(sentences), seconds, ready, peak, total)
 
 
 def _span(values: list[float], digits: int) -> str:
@@ -208,12 +220,13 @@ def report(results: list[Measurement]) -> str:
     medians = {case: statistics.median(r.rate for r in rounds) for case, rounds in cases.items()}
     best = max(medians.values())
     lines = [
-        "| pool | chunk size | max batch | sentences/s | ratio to best | peak RSS, largest process (MB) | "
-        "peak RSS, whole worker (MB) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| pool | chunk size | max batch | ready (s) | sentences/s | ratio to best | "
+        "peak RSS, largest process (MB) | peak RSS, whole worker (MB) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += [
-        f"| {name} | {chunk} | {batch} | {_span([r.rate for r in rounds], 1)} | "
+        f"| {name} | {chunk} | {batch} | {_span([r.ready_seconds for r in rounds], 2)} | "
+        f"{_span([r.rate for r in rounds], 1)} | "
         f"{medians[name, chunk, batch] / best:.2f} | {_span([r.peak_rss_mb for r in rounds], 0)} | "
         f"{_span([r.peak_total_mb for r in rounds], 0)} |"
         for (name, chunk, batch), rounds in cases.items()
@@ -243,8 +256,8 @@ def main() -> None:
         try:
             cases = list(itertools.product(args.pools, args.chunk_sizes, args.max_batches))
             results = [
-                measure(case, redis, args.bundle, sentences, Path(tmp))
-                for _ in range(args.rounds)
+                measure(case, redis, args.bundle, sentences, Path(tmp) / f"round-{number}")
+                for number in range(args.rounds)
                 for case in cases
             ]
         finally:
