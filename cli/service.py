@@ -39,7 +39,7 @@ def worker_command(
     """
     from models.bundle import BundleError
     from worker.celery import app
-    from worker.runtime import check_bundle, explained
+    from worker.runtime import check_bundle, explained, preload_translator
 
     settings = cli_settings()
     try:  # the files' sha256 are checked while the worker loads the model (worker.tasks)
@@ -47,6 +47,8 @@ def worker_command(
     except BundleError as error:
         raise click.ClickException(f"cannot load the model: {explained(error)}") from None
     pool, concurrency = pool or settings.pool, concurrency or settings.concurrency
+    if pool != "prefork":  # the model loads in this process: start now, while Celery starts
+        preload_translator(settings)
     # Celery replaces a --pool=prefork flag (its default) by the configured pool, so the
     # configuration must name the pool chosen here too.
     app.conf.update(worker_pool=pool, worker_concurrency=concurrency)

@@ -83,6 +83,21 @@ def load_translator(settings: Settings) -> SentenceTranslator:
         return _state["translator"]
 
 
+def preload_translator(settings: Settings) -> None:
+    """Start creating this process's Translator in a background thread, so that it loads
+    while Celery starts up (ONNX Runtime releases the GIL); `load_translator` waits for it.
+    Only for a worker that does not fork after this. A failure is left for the next
+    `load_translator` call, which tries again and raises it."""
+
+    def load() -> None:
+        try:
+            load_translator(settings)
+        except Exception:  # raised again by the next load_translator call
+            pass
+
+    threading.Thread(target=load, name="translator-preload", daemon=True).start()
+
+
 #: What to do about a bundle a worker cannot load.
 FIX_BUNDLE = (
     "set TRANSQUEUE_BUNDLE to a bundle made by `transqueue export` (or leave it empty for the "
