@@ -7,8 +7,6 @@ import time
 
 import click
 from celery import Celery
-from prometheus_client import start_http_server
-from prometheus_client.registry import CollectorRegistry
 
 from cli.common import cli_settings, cli_store
 from store import defaults
@@ -111,6 +109,9 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
 )
 def metrics_command(port: int | None, addr: str) -> None:
     """Serve job-level Prometheus metrics (read from Redis at each scrape) on /metrics."""
+    from prometheus_client import start_http_server
+    from prometheus_client.registry import CollectorRegistry
+
     from worker.metrics import JobMetrics
 
     store = cli_store()
