@@ -141,10 +141,23 @@ class DecoderCache:
         return logits
 
     def keep(self, rows: np.ndarray) -> None:
-        """Drop the rows where the boolean mask `rows` is False."""
+        """Drop the rows where the boolean mask `rows` is False.
+
+        The cross K/V, the largest inputs, are compacted in place (the rows kept moved to
+        the front, a view of them fed from then on): copies would hold them twice.
+        """
+        kept = np.flatnonzero(rows)
         self.mask = self.mask[rows]
-        self.cross = [array[rows] for array in self.cross]
+        self.cross = [_compacted(array, kept) for array in self.cross]
         self.past = [array[rows] for array in self.past]
+
+
+def _compacted(array: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """The rows `kept` (increasing indices) of `array`, moved to its front in place: a view."""
+    for slot, row in enumerate(kept):
+        if slot != row:
+            array[slot] = array[row]
+    return array[: len(kept)]
 
 
 class _Window:
