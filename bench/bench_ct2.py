@@ -28,7 +28,8 @@ Two more tables per model: W1, single-sentence latency (the `--single` regressio
 with the most source ids, each translated alone; median milliseconds per round, ratio to
 CTranslate2 int8 on all cores); and W3, each engine in a fresh process: seconds from
 process start (imports included) until it has translated one sentence, RSS then, and peak
-RSS after the bulk run above (VmHWM). W2 is the bulk table; W4, a whole worker on a real
+RSS after the bulk run above (VmHWM), once per round for every engine (median, min–max).
+W2 is the bulk table; W4, a whole worker on a real
 Redis, is bench/bench_pool.py.
 """
 
@@ -125,8 +126,8 @@ def main() -> None:
     ]
     cold = [
         "W3, each engine in a fresh process (all cores; PyTorch fp32, the others int8): ready = "
-        "imports, load and one "
-        "sentence translated; peak after the bulk run",
+        "imports, load and one sentence translated; peak after the bulk run; median (min–max) "
+        "over rounds, the engines' order rotated",
         "",
         "| model | engine | ready (s) | RSS when ready (MB) | peak RSS (MB) |",
         "| --- | --- | ---: | ---: | ---: |",
@@ -136,7 +137,7 @@ def main() -> None:
         paths = bundles(model)
         sentences = english[: model.sentences]
         latency += _latency(name, paths, cores, args.rounds, args.single)
-        cold += [_cold_start(name, engine, paths, sentences) for engine in ENGINES]
+        cold += _cold_rows(name, paths, sentences, args.rounds)
         variants = _variants(paths, cores)
         rates: dict[str, list[float]] = {variant: [] for variant in variants}
         tokens: dict[str, int] = {}
@@ -265,8 +266,27 @@ print(json.dumps({"ready_s": ready, "ready_rss_mb": ready_rss, "peak_rss_mb": me
 """
 
 
-def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[str]) -> str:
-    """A W3 row: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
+def _cold_rows(name: str, paths: dict[str, Path], sentences: list[str], rounds: int) -> list[str]:
+    """W3 rows: every engine's probe `rounds` times, in rotated order (one fresh process
+    is one sample of the machine's moment: a run had one at 3.7x the others)."""
+    found: dict[str, list[dict]] = {engine: [] for engine in ENGINES}
+    for number in range(rounds):
+        for engine, _ in _rotated(dict.fromkeys(ENGINES), number):
+            found[engine].append(_cold_start(engine, paths, sentences))
+
+    def spread(samples: list[dict], key: str, digits: int) -> str:
+        values = [sample[key] for sample in samples]
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+    return [
+        f"| {name} | {engine} | {spread(samples, 'ready_s', 2)} | {spread(samples, 'ready_rss_mb', 0)} | "
+        f"{spread(samples, 'peak_rss_mb', 0)} |"
+        for engine, samples in found.items()
+    ]
+
+
+def _cold_start(engine: str, paths: dict[str, Path], sentences: list[str]) -> dict:
+    """One W3 sample: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
     process's peak across exec). CTranslate2 gets the sentences as source pieces and
     PyTorch as source ids, tokenized here as in the bulk table, PyTorch also the
     Translator's length cap for the longest sentence (the others apply their own)."""
@@ -299,11 +319,7 @@ def _cold_start(name: str, engine: str, paths: dict[str, Path], sentences: list[
             check=True,
             cwd=ROOT,
         )
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return (
-        f"| {name} | {engine} | {found['ready_s']:.2f} | {found['ready_rss_mb']:.0f} | "
-        f"{found['peak_rss_mb']:.0f} |"
-    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _rotated(variants: dict, number: int) -> list:
