@@ -5,7 +5,9 @@ Pool candidates (each a whole worker owning the same 2 cores):
 - ``prefork-2x1``: prefork pool, 2 processes, a Translator with 1 thread in each;
 - ``solo-1x2``: solo pool, 1 process, a Translator decoding 2 batches side by side (the
   default: `TRANSQUEUE_POOL=solo`, `TRANSQUEUE_THREADS=2`);
-- ``threads-2x1``: threads pool, 2 Celery threads sharing one Translator with 1 thread.
+- ``threads-2x1``: threads pool, 2 Celery threads sharing one Translator with 1 thread;
+- ``threads-2x2``: threads pool, 2 Celery threads sharing one Translator with 2 threads
+  (two chunks at once, and a lone chunk still gets both cores).
 
 Chunk sizes (``--chunk-sizes``): the sentences per task that the producer cuts
 (`TRANSQUEUE_CHUNK_SIZE`); a worker decodes a chunk's rows in batches of one padded
@@ -14,7 +16,8 @@ side, so the chunk size decides how full the batches are and whether every threa
 
 For each (pool, chunk size, max batch) the script starts a real redis-server and a real
 ``transqueue worker``, times it until it logs that it is ready (process start, imports
-and the model loaded), translates the same sentences as one job (memory flushed, model
+and the model loaded; the bundle's files read once before, so that they are in the page
+cache), translates the same sentences as one job (memory flushed, model
 warmed up first), and reports the ready time, sentences/s, the ratio to the best case,
 and the peak resident memory of the largest process (its kernel high-water mark, VmHWM)
 and of the whole worker (sampled every 0.2 s, at least the largest process's peak: what a
@@ -48,9 +51,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from build_cache import page_in  # noqa: E402
 from distributed_support import TRANSQUEUE_WORKER, RedisServer, Worker, wait_for  # noqa: E402
 from report import publish  # noqa: E402
 
+from models.bundle import default_bundle_dir  # noqa: E402
 from producer.documents import ReadOptions  # noqa: E402
 from producer.jobs import JobBuilder, Source  # noqa: E402
 from store.config import Settings  # noqa: E402
@@ -63,6 +68,7 @@ CANDIDATES = {
     "prefork-2x1": ("prefork", 2, 1),
     "solo-1x2": ("solo", 1, 2),
     "threads-2x1": ("threads", 2, 1),
+    "threads-2x2": ("threads", 2, 2),
 }
 _ONE_SENTENCE = re.compile(r"[^.!?;:…\"]+\.")
 DEFAULT_CORPUS = ROOT / "tests" / "data" / "tiny_corpus.tsv"
@@ -173,7 +179,9 @@ def measure(
         "TRANSQUEUE_MAX_BATCH": str(max_batch),
     }
     redis.client().flushall()
-    log_dir.mkdir(exist_ok=True)  # one log per worker: a worker is ready when its own log says so
+    log_dir = log_dir / f"{name}-{chunk_size}-{max_batch}"  # a worker is ready when its own log says so
+    log_dir.mkdir(parents=True)
+    page_in(bundle or default_bundle_dir())
     started = time.perf_counter()
     worker = Worker(name, env, log_dir, TRANSQUEUE_WORKER, options=()).start(wait=False)
     wait_for(worker.ready, f"worker {name} to be ready", interval=0.005, detail=worker.log_text)
