@@ -30,8 +30,8 @@ def worker_command(
 ) -> None:
     """Start a Celery worker with transqueue's defaults (extra arguments go to Celery).
 
-    Like `celery -A worker worker --without-mingle --without-gossip`, ready sooner and in
-    less memory (`run_celery_worker`); configure it with TRANSQUEUE_* variables
+    Like `celery -A worker worker --without-mingle --without-gossip`; configure it with
+    TRANSQUEUE_* variables
     (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes the
     chunk queue (TRANSQUEUE_QUEUE).
     """

@@ -93,22 +93,21 @@ class MarianCodec:
         self._source_unk_id = json.loads(source)["model"].get("unk_id")
         del source
         target = json.loads(Path(target_file).read_text(encoding="utf-8"))
-        self.vocab = PieceTable(target["model"]["vocab"])
+        vocab: dict[str, int] = target["model"]["vocab"]  # vocab.json, for the load only
+        self.vocab = PieceTable(vocab)
         self._decoder = _decoder(target)
         #: Ids that decoding skips: the target tokenizer's special tokens.
         self._skipped = np.zeros(len(self.vocab), dtype=bool)
         self._skipped[[token["id"] for token in target["added_tokens"] if token["special"]]] = True
-        del target
-        self.eos_id = eos_id
-        self.unk_id = unk_id
-        self.prefix_ids = prefix_ids
         # source.spm id → vocab.json id (unk_id where vocab.json lacks the piece).
         source_vocab = self._source.get_vocab(with_added_tokens=True)
         self._by_source_id = np.full(max(source_vocab.values()) + 1, unk_id, dtype=np.int64)
         for piece, source_id in source_vocab.items():
-            found = self.vocab.find(piece)
-            if found is not None:
-                self._by_source_id[source_id] = found
+            self._by_source_id[source_id] = vocab.get(piece, unk_id)
+        del target, vocab, source_vocab
+        self.eos_id = eos_id
+        self.unk_id = unk_id
+        self.prefix_ids = prefix_ids
 
     def pieces(self, text: str) -> list[str]:
         """The source pieces of `text`, as source.spm segments it."""
