@@ -32,15 +32,26 @@ GET_A_MODEL = (
 )
 
 
-def load_translator(model: Path | None, precision: str, threads: int | None) -> SentenceTranslator:
-    """A Translator for ``model`` (default: the demo bundle); a clean CLI error otherwise."""
+def load_translator(
+    model: Path | None, precision: str, threads: int | None, one_at_a_time: bool = False
+) -> SentenceTranslator:
+    """A Translator for ``model`` (default: the demo bundle); a clean CLI error otherwise.
+
+    `one_at_a_time` (stdin: each line's few sentences translated before the next is read):
+    the cores go to the ONNX Runtime ops of one batch, not to batches side by side, of
+    which there would be only one.
+    """
     from models.bundle import BundleError, default_bundle_dir
 
     if model is None and not default_bundle_dir().exists():
         raise click.ClickException(GET_A_MODEL.format(path=default_bundle_dir()))
-    from models.translator import Translator
+    from models.threads import cpu_budget
+    from models.translator import SessionOptions, Translator
 
     try:
+        if one_at_a_time:
+            session = SessionOptions(intra_op_threads=threads or cpu_budget())
+            return Translator(model, precision=precision, threads=1, session=session)
         return Translator(model, precision=precision, threads=threads)
     except (BundleError, OSError, ValueError) as error:
         raise click.ClickException(f"cannot load the model: {error}") from None
@@ -108,7 +119,7 @@ def translate_command(
             raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         if columns:
             raise click.UsageError("--column reads .csv/.tsv files, not stdin")
-        _translate_stdin(load_translator(model, precision, threads), read)
+        _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
         return
     try:
         tasks = plan_files(inputs, out)

@@ -323,3 +323,14 @@ def test_report_refuses_stdin_and_an_unwritable_file(tmp_path, tiny_bundle):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and "cannot write the report" in result.output
     assert not (tmp_path / "a.zh.txt").exists()
+
+
+def test_stdin_gives_one_batch_at_a_time_every_core(tiny_bundle):
+    """stdin translates each line before it reads the next: its Translator runs one batch
+    at a time with all the ONNX Runtime threads, files batches side by side on one each."""
+    from cli.translate import load_translator
+
+    lines = load_translator(tiny_bundle, "int8", 2, one_at_a_time=True)
+    files = load_translator(tiny_bundle, "int8", 2)
+    assert (lines.workers, lines._decoder.get_session_options().intra_op_num_threads) == (1, 2)
+    assert (files.workers, files._decoder.get_session_options().intra_op_num_threads) == (2, 1)
