@@ -14,7 +14,7 @@ from conftest import tiny_pairs
 
 from models.batching import Row, group, padded_length, split_points
 from models.bundle import default_bundle_dir
-from models.translator import BatchOptions, Translator
+from models.translator import BatchOptions, SessionOptions, Translator
 
 DEMO_CHECKPOINT = default_bundle_dir().parent / "checkpoint"
 ROUNDS = 24
@@ -154,3 +154,19 @@ def test_split_points_prefer_punctuation_then_word_starts():
     assert split_points(pieces, 5) == [3]
     assert split_points(pieces, 100) == []
     assert split_points(["x"] * 10, 4) == [4, 8]
+
+
+def test_more_onnx_runtime_threads_change_no_output(translator):
+    """`transqueue translate -` runs its batches on two ONNX Runtime threads, the workers on
+    one: the same rows give the same tokens, alone and batched."""
+    wide = Translator(
+        translator.manifest.directory,
+        precision=translator.precision,
+        threads=1,
+        session=SessionOptions(intra_op_threads=2),
+        warmup=False,
+    )
+    rows = [ids for pool in by_length(translator).values() for ids in pool]
+    assert [wide.generate(ids) for ids in rows] == [translator.generate(ids) for ids in rows]
+    for pool in by_length(translator).values():
+        assert wide.generate_batch(pool) == translator.generate_batch(pool)
