@@ -52,7 +52,8 @@ def _forks(worker: Any) -> bool:
 
 @signals.worker_process_init.connect
 def _load_after_fork(**_: Any) -> None:
-    """Prefork children: sessions are created here, after the fork."""
+    """Prefork children: sessions are created here, after the fork (for the solo pool,
+    which sends this signal too, the Translator is already loaded)."""
     runtime.load_translator(env_settings())
 
 
