@@ -152,8 +152,7 @@ def main() -> None:
             ratios = [rate / ref for rate, ref in zip(measured, base, strict=True)]
             lines.append(
                 f"| {name} | {variant} | {len(sentences)} | {tokens[variant] / len(sentences):.1f} | "
-                f"{statistics.median(measured):.0f} | "
-                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |"
+                f"{statistics.median(measured):.0f} | {_spread(ratios, 2)} |"
             )
     publish("\n".join([*lines, "", *latency, "", *cold]), args.record)
 
@@ -202,7 +201,7 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
         ratios = [ms / ref for ms, ref in zip(measured, base, strict=True)]
         rows.append(
             f"| {name} | {variant} | {min(lengths)}–{max(lengths)} | {statistics.median(measured):.0f} | "
-            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) |"
+            f"{_spread(ratios, 2)} |"
         )
     return rows
 
@@ -270,14 +269,14 @@ print(json.dumps({"ready_s": ready, "ready_rss_mb": ready_rss, "peak_rss_mb": me
 def _cold_rows(name: str, paths: dict[str, Path], sentences: list[str], rounds: int) -> list[str]:
     """W3 rows: every engine's probe `rounds` times, in rotated order (one fresh process
     is one sample of the machine's moment: a run had one at 3.7x the others)."""
+    probes = {engine: _probe_inputs(engine, paths, sentences) for engine in ENGINES}
     found: dict[str, list[dict]] = {engine: [] for engine in ENGINES}
     for number in range(rounds):
-        for engine, _ in _rotated(dict.fromkeys(ENGINES), number):
-            found[engine].append(_cold_start(engine, paths, sentences))
+        for engine, inputs in _rotated(probes, number):
+            found[engine].append(_cold_start(engine, *inputs))
 
     def spread(samples: list[dict], key: str, digits: int) -> str:
-        values = [sample[key] for sample in samples]
-        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+        return _spread([sample[key] for sample in samples], digits)
 
     return [
         f"| {name} | {engine} | {spread(samples, 'ready_s', 2)} | {spread(samples, 'ready_rss_mb', 0)} | "
@@ -286,30 +285,33 @@ def _cold_rows(name: str, paths: dict[str, Path], sentences: list[str], rounds: 
     ]
 
 
-def _cold_start(engine: str, paths: dict[str, Path], sentences: list[str]) -> dict:
-    """One W3 sample: `engine`'s probe in a fresh process (VmHWM: ru_maxrss would carry this
-    process's peak across exec). CTranslate2 gets the sentences as source pieces and
-    PyTorch as source ids, tokenized here as in the bulk table, PyTorch also the
-    Translator's length cap for the longest sentence (the others apply their own)."""
+def _probe_inputs(
+    engine: str, paths: dict[str, Path], sentences: list[str]
+) -> tuple[Path, list[str], list[str]]:
+    """`engine`'s W3 probe arguments: (model path, the lines of its sentences file, extra
+    argv). CTranslate2 gets the sentences as source pieces and PyTorch as source ids,
+    tokenized here as in the bulk table, PyTorch also the Translator's length cap for the
+    longest sentence (the others apply their own)."""
+    if engine.startswith("transqueue"):
+        return paths["row"], sentences, []
+    translator = Translator(paths["row"], warmup=False, verify=False)
+    codec, token = translator.codec, translator.config.target_lang_token
+    if engine.startswith("PyTorch"):
+        rows = [codec.encode(text) for text in sentences]
+        cap = translator.max_new_tokens(max(map(len, rows)))
+        return paths["checkpoint"], [" ".join(map(str, row)) for row in rows], [str(cap)]
+    prefix = [token] if codec.prefix_ids else []
+    return paths["ct2"], [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences], []
+
+
+def _cold_start(engine: str, model: Path, lines: list[str], extra: list[str]) -> dict:
+    """One W3 sample: `engine`'s probe in a fresh process on `model` (its files read into
+    the page cache first), with `lines` as its sentences file and `extra` argv (VmHWM:
+    ru_maxrss would carry this process's peak across exec)."""
     import json
     import subprocess
     import tempfile
 
-    extra: list[str] = []
-    if engine.startswith("transqueue"):
-        model, lines = paths["row"], sentences
-    else:
-        translator = Translator(paths["row"], warmup=False, verify=False)
-        codec, token = translator.codec, translator.config.target_lang_token
-        if engine.startswith("PyTorch"):
-            model = paths["checkpoint"]
-            rows = [codec.encode(text) for text in sentences]
-            lines = [" ".join(map(str, row)) for row in rows]
-            extra = [str(translator.max_new_tokens(max(map(len, rows))))]
-        else:
-            prefix = [token] if codec.prefix_ids else []
-            model = paths["ct2"]
-            lines = [" ".join([*prefix, *codec.pieces(text), "</s>"]) for text in sentences]
     page_in(model)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as listing:
         listing.write("\n".join(lines))
@@ -322,6 +324,11 @@ def _cold_start(engine: str, paths: dict[str, Path], sentences: list[str]) -> di
             cwd=ROOT,
         )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _spread(values: list[float], digits: int) -> str:
+    """The median of `values` and their min–max, with `digits` decimals: "0.97 (0.89–1.12)"."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
 def _rotated(variants: dict, number: int) -> list:
