@@ -96,9 +96,9 @@ class MarianCodec:
         vocab: dict[str, int] = target["model"]["vocab"]  # vocab.json, for the load only
         self.vocab = PieceTable(vocab)
         self._decoder = _decoder(target)
-        #: Ids that decoding skips: the target tokenizer's special tokens.
-        self._skipped = np.zeros(len(self.vocab), dtype=bool)
-        self._skipped[[token["id"] for token in target["added_tokens"] if token["special"]]] = True
+        #: Ids that decoding turns into text: vocab.json's, but the target tokenizer's special tokens.
+        self._decoded = self.vocab.present.copy()
+        self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
         # source.spm id → vocab.json id (unk_id where vocab.json lacks the piece).
         source_vocab = self._source.get_vocab(with_added_tokens=True)
         self._by_source_id = np.full(max(source_vocab.values()) + 1, unk_id, dtype=np.int64)
@@ -116,9 +116,9 @@ class MarianCodec:
     def pieces_and_ids(self, text: str) -> tuple[list[str], list[int]]:
         """The source pieces of `text` and their vocab.json ids (`<unk>` where it lacks one)."""
         encoding = self._source.encode(text, add_special_tokens=False)
-        pieces = encoding.tokens
-        ids = self._by_source_id[encoding.ids].tolist()
-        for position, source_id in enumerate(encoding.ids):
+        pieces, source_ids = encoding.tokens, encoding.ids
+        ids = self._by_source_id[source_ids].tolist()
+        for position, source_id in enumerate(source_ids):
             if source_id == self._source_unk_id:  # an unknown piece: looked up by its text
                 found = self.vocab.find(pieces[position])
                 ids[position] = self.unk_id if found is None else found
@@ -132,9 +132,5 @@ class MarianCodec:
     def decode(self, ids) -> str:
         """Text of generated target ids, special tokens skipped."""
         size = len(self.vocab)
-        pieces = [
-            self.vocab.piece(id_)
-            for id_ in map(int, ids)
-            if 0 <= id_ < size and self.vocab.present[id_] and not self._skipped[id_]
-        ]
+        pieces = [self.vocab.piece(id_) for id_ in map(int, ids) if 0 <= id_ < size and self._decoded[id_]]
         return self._decoder.decode(pieces).strip()
