@@ -62,6 +62,17 @@ def test_graphs_have_dynamic_axes_no_encoder_in_decoder_and_no_duplicates(tiny_b
     assert read_manifest(tiny_bundle).data["quantization"]["scheme"] == "row"
 
 
+def test_decoder_step_reads_every_key_as_it_is(tiny_bundle):
+    # scores are key · query: a query · keyᵀ product makes ONNX Runtime pack a transposed
+    # copy of every key at every step
+    decoder = onnx.load(tiny_bundle / "decoder.onnx")
+    layers = sum(1 for i in decoder.graph.input if i.name.startswith("cross_key."))
+    keys = {f"{kind}_key.{layer}" for kind in ("present", "cross") for layer in range(layers)}
+    readers = [node for node in decoder.graph.node if keys & set(node.input)]
+    assert len(readers) == 2 * layers
+    assert all(node.op_type == "MatMul" and node.input[0] in keys for node in readers)
+
+
 def test_tensor_scheme_export_is_decoded_one_row_at_a_time(tiny_marian_dir, tmp_path):
     from models.translator import Translator
 
