@@ -52,8 +52,9 @@ def _scaled_projection(linear: nn.Linear, factor: float, x: torch.Tensor) -> tor
     """`linear(x) * factor` with the factor folded into the weight and bias (exported as
     constants): the query's attention scaling, as MarianAttention applies it, without a Mul
     over the scores of every layer at every step. With head_dim 64 the factor is 1/8, a
-    power of two, so the result is bitwise the same."""
-    return nn.functional.linear(x, linear.weight * factor, linear.bias * factor)
+    power of two, so the scores are bitwise those of scaling them after the product."""
+    bias = None if linear.bias is None else linear.bias * factor
+    return nn.functional.linear(x, linear.weight * factor, bias)
 
 
 def _attend_step(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, additive_mask=None):
