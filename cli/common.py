@@ -12,18 +12,16 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
-import redis
-from kombu.exceptions import OperationalError
 
 from producer import defaults as producer_defaults
-from producer.protect import ProtectError, compile_patterns
 from store.config import ConfigError, Settings
-from store.jobstore import CorruptRecord, JobInfo, JobStore
-from store.keys import BadName
+
+if TYPE_CHECKING:
+    from store.jobstore import JobInfo, JobStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +40,8 @@ def redacted(url: str) -> str:
 
 def redis_failure(url: str, exc: Exception) -> str:
     """One line saying why Redis at `url` (password hidden) cannot be used."""
+    import redis
+
     if isinstance(exc, redis.AuthenticationError):
         hint = "wrong password?" if urlsplit(url).password else "no password in TRANSQUEUE_REDIS_URL"
         reason = f"authentication failed ({hint})"
@@ -51,17 +51,36 @@ def redis_failure(url: str, exc: Exception) -> str:
 
 
 class TransqueueGroup(click.Group):
-    """The command group: turns the errors every command may meet into one line each."""
+    """The command group: turns the errors every command may meet into one line each.
+
+    Importing it imports neither Redis's client nor Celery, so that `transqueue worker`
+    can start loading its model before it imports them (`cli.service`).
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; Redis failures exit with `EXIT_REDIS`, bad stored data with 1."""
         try:
             return super().invoke(ctx)
-        except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:
-            click.echo(f"Error: {redis_failure(_redis_url(), exc)}", err=True)
-            ctx.exit(EXIT_REDIS)
-        except (BadName, CorruptRecord) as exc:
-            raise click.ClickException(str(exc)) from None
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            _exit_on_known_failure(ctx, exc)
+            raise
+
+
+def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
+    """Exit `ctx` with one line if `exc` is a Redis failure or bad stored data; else return."""
+    import redis
+    from kombu.exceptions import OperationalError
+
+    from store.jobstore import CorruptRecord
+    from store.keys import BadName
+
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
+        click.echo(f"Error: {redis_failure(_redis_url(), exc)}", err=True)
+        ctx.exit(EXIT_REDIS)
+    if isinstance(exc, BadName | CorruptRecord):
+        raise click.ClickException(str(exc)) from None
 
 
 def _redis_url() -> str:
@@ -85,6 +104,8 @@ def cli_store(watching: bool = False) -> JobStore:
     A `watching` command (status, wait, fetch, jobs) rides out a Redis restart: it retries
     for TRANSQUEUE_CLIENT_PATIENCE seconds, saying once that it is waiting.
     """
+    from store.jobstore import JobStore
+
     settings = cli_settings()
     if not watching:
         return JobStore.from_settings(settings)
@@ -149,6 +170,8 @@ def duration(seconds: float | None) -> str:
 
 def _protect_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """TRANSQUEUE_PROTECT's patterns then ``--protect``'s, each checked to be a usable regex."""
+    from producer.protect import ProtectError, compile_patterns
+
     patterns = (*producer_defaults.PROTECT_PATTERNS, *value)
     try:
         compile_patterns(patterns)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import click
-from celery import Celery
 
 from cli.common import cli_settings, cli_store
 from store import defaults
 from store.config import POOLS
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 
 @click.command("worker", context_settings={"ignore_unknown_options": True})
@@ -36,7 +39,7 @@ def worker_command(
     chunk queue (TRANSQUEUE_QUEUE).
     """
     from models.bundle import BundleError
-    from worker.celery import app
+    from worker.malloc import tune_malloc
     from worker.runtime import check_bundle, explained, preload_translator
 
     settings = cli_settings()
@@ -45,8 +48,11 @@ def worker_command(
     except BundleError as error:
         raise click.ClickException(f"cannot load the model: {explained(error)}") from None
     pool, concurrency = pool or settings.pool, concurrency or settings.concurrency
-    if pool != "prefork":  # the model loads in this process: start now, while Celery starts
+    if pool != "prefork":  # the model loads in this process: start now, while Celery is
+        tune_malloc()  # imported and starts (before this process's first thread)
         preload_translator(settings)
+    from worker.celery import app
+
     # Celery replaces a --pool=prefork flag (its default) by the configured pool, so the
     # configuration must name the pool chosen here too.
     app.conf.update(worker_pool=pool, worker_concurrency=concurrency)

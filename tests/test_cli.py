@@ -27,7 +27,21 @@ def test_an_unknown_command_is_a_usage_error():
     assert "Traceback" not in done.stderr
 
 
+def _modules_loaded_with(command: str) -> str:
+    """The names of the modules a fresh interpreter holds once `command` is looked up."""
+    probe = (
+        f"import sys; from cli import main; main.get_command(None, {command!r}); print(sorted(sys.modules))"
+    )
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+
+
 def test_the_worker_command_does_not_import_the_producer():
-    probe = "import sys; from cli import main; main.get_command(None, 'worker'); print(sorted(sys.modules))"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    loaded = _modules_loaded_with("worker")
     assert "'producer.jobs'" not in loaded and "'tqdm'" not in loaded and "'prometheus_client'" not in loaded
+
+
+def test_the_worker_and_translate_commands_import_neither_celery_nor_redis_before_they_run():
+    # the worker starts loading its model before it imports them; translate never needs them
+    for command in ("worker", "translate"):
+        loaded = _modules_loaded_with(command)
+        assert "'celery'" not in loaded and "'redis'" not in loaded and "'kombu'" not in loaded, command
