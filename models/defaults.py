@@ -49,7 +49,7 @@ PAD_TO = 8
 #: How many sentences `Translator.translate` reads ahead to form batches of equal source
 #: length: more gives fuller batches, at the cost of the first result's latency. Memory
 #: barely depends on it (ids and output tokens; cross K/V exist for the batches being
-#: decoded only): 1024 decoded 999 Tatoeba sentences 5% faster than 256 (README Benchmarks).
+#: decoded only): 1024 decoded 999 Tatoeba sentences 5% faster than 256 (docs/benchmarks.md).
 READ_AHEAD = 1024
 
 #: The decoding scheme, part of the translation-memory fingerprint: a change to how

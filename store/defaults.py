@@ -26,8 +26,9 @@ THREADS = 2
 
 #: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
 #: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
-#: as the best candidate and holds one copy of the model (README "A whole worker" gives its
-#: peak with an opus-mt-sized int8 bundle), while prefork holds one copy per process.
+#: as the best candidate and holds one copy of the model (docs/benchmarks.md, "A whole
+#: worker", gives its peak with an opus-mt-sized int8 bundle), while prefork holds one copy
+#: per process.
 POOL = "solo"
 
 #: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker; the solo
@@ -46,7 +47,7 @@ INBOX_QUEUE = "transqueue.inbox"
 #: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
 #: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate about a
 #: third faster than 16 did with batches of 32 (one batch, one core idle), in the same memory
-#: (bench/pool_results.md, README "A whole worker"). 32 sentences still take a few seconds
+#: (bench/pool_results.md, docs/benchmarks.md, "A whole worker"). 32 sentences still take a few seconds
 #: with an opus-mt-sized int8 model, far below the visibility timeout, and a crash repeats
 #: only that.
 CHUNK_SIZE = 32
@@ -55,8 +56,9 @@ CHUNK_SIZE = 32
 #: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
 #: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
 #: side, keeps a whole worker near 250 MB at 103-107 sentences/s; 16, with chunks of 64,
-#: gives 122-128 sentences/s at 285-296 MB (README "A whole worker"). `transqueue translate` runs in one
-#: process with no such budget and uses the Translator's own default (32).
+#: gives 122-128 sentences/s at 285-296 MB (docs/benchmarks.md, "A whole worker").
+#: `transqueue translate` runs in one process with no such budget and uses the Translator's
+#: own default (32).
 MAX_BATCH = 8
 
 #: TRANSQUEUE_MAX_DELIVERIES: deliveries of one chunk before its unfinished sentences are

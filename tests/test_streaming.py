@@ -253,6 +253,7 @@ FIXTURES = [
     ROOT / "README.md",
     ROOT / "tests" / "data" / "jekyll_post.md",
     *sorted((ROOT / "bench").glob("*.md")),
+    *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "models" / "demo").glob("*.md")),
 ]
 

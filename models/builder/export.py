@@ -78,7 +78,7 @@ def store_weights_beside(path: Path) -> None:
 
     ONNX Runtime maps that file instead of parsing the weights out of the protobuf and
     copying them: an opus-mt-sized int8 worker's two sessions take 128 MB instead of 196 MB
-    and load in 0.7 s instead of 1.1 s (README, Benchmarks).
+    and load in 0.7 s instead of 1.1 s (docs/benchmarks.md).
     """
     model = onnx.load(path)
     onnx.save(
