@@ -84,7 +84,12 @@ def load_translator(
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
 @protect_option
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
-@click.option("--threads", type=click.IntRange(min=1), help="ONNX Runtime threads (default: CPUs).")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="Cores to use (default: the CPU budget): batches decoded side by side; for - (stdin), "
+    "ONNX Runtime threads on one line at a time.",
+)
 @click.option(
     "--report",
     "report_path",

@@ -35,34 +35,38 @@ POOL = "solo"
 #: pool always runs one task at a time.
 CONCURRENCY = 1
 
-#: TRANSQUEUE_QUEUE: the Celery queue the translation chunks travel on.
+#: TRANSQUEUE_QUEUE: the prefix of the Celery queues the translation chunks travel on, one per
+#: model: `<QUEUE>.<model key>` (`store.queues.model_queue`).
 QUEUE = "transqueue"
 
 #: TRANSQUEUE_INBOX_QUEUE: the Celery queue of the scheduled inbox tasks (scan, deliver). Apart
-#: from the chunks, so that a delivery never waits behind every queued chunk. A worker consumes
-#: both queues unless told otherwise (`celery worker -Q`).
+#: from the chunks, so that a delivery never waits behind every queued chunk. Each app consumes
+#: its own queue only: the translation workers their model's chunk queue, the scheduler this
+#: one (`store.queues.celery_config`).
 INBOX_QUEUE = "transqueue.inbox"
 
 #: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. A worker decodes a chunk's rows in
 #: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
 #: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate about a
 #: third faster than 16 did with batches of 32 (one batch, one core idle), in the same memory
-#: (bench/pool_results.md, docs/benchmarks.md, "A whole worker"). 32 sentences still take a few seconds
-#: with an opus-mt-sized int8 model, far below the visibility timeout, and a crash repeats
-#: only that.
+#: (bench/pool_results.md; docs/benchmarks.md, "Chunk size, batch size and a worker's memory").
+#: 32 sentences still take a few seconds with an opus-mt-sized int8 model, far below the
+#: visibility timeout, and a crash repeats only that.
 CHUNK_SIZE = 32
 
 #: TRANSQUEUE_MAX_BATCH: most rows a worker's Translator decodes in one batch. Memory grows
 #: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
 #: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
-#: side, keeps a whole worker near 250 MB at 103-107 sentences/s; 16, with chunks of 64,
-#: gives 122-128 sentences/s at 285-296 MB (docs/benchmarks.md, "A whole worker").
+#: side, keeps a whole worker at 224-231 MB and 110-125 sentences/s with chunks of 32; 16
+#: gives 127-159 sentences/s at 254-255 MB, over the 250 MB target (2026-12-01 21:16;
+#: docs/benchmarks.md, "Chunk size, batch size and a worker's memory").
 #: `transqueue translate` runs in one process with no such budget and uses the Translator's
 #: own default (32).
 MAX_BATCH = 8
 
-#: TRANSQUEUE_MAX_DELIVERIES: deliveries of one chunk before its unfinished sentences are
-#: moved to the job's dead letters instead of being retried again.
+#: TRANSQUEUE_MAX_DELIVERIES: strikes of one chunk (runs that died or raised; not Redis
+#: outages) before its unfinished sentences are moved to the job's dead letters instead of
+#: being retried again.
 MAX_DELIVERIES = 3
 
 #: TRANSQUEUE_VISIBILITY_TIMEOUT: seconds before Redis hands an unacknowledged chunk to another

@@ -50,3 +50,12 @@ def test_variables_override_with_their_types():
 def test_bad_values_name_the_variable(name, value, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         Settings.from_env({name: value})
+
+
+def test_every_setting_is_in_the_readme_settings_table():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Settings (environment", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        field for field in Settings.__dataclass_fields__ if f"`TRANSQUEUE_{field.upper()}`" in table
+    }
+    assert set(Settings.__dataclass_fields__) - documented == {"test_poison"}  # a test hook
