@@ -159,6 +159,21 @@ def test_protect_option_keeps_what_the_user_names(tiny_bundle, tmp_path, monkeyp
 
 
 @pytest.mark.parametrize(
+    ("fmt", "content", "options"),
+    [
+        ("txt", "See OPS-12 now.\n", {}),
+        ("md", "See OPS-12 now.\n", {}),
+        ("jsonl", '{"t": "See OPS-12 now."}\n', {"fields": ("t",)}),
+        ("csv", "t\nSee OPS-12 now.\n", {"columns": ("t",)}),
+        ("tsv", "t\nSee OPS-12 now.\n", {"columns": ("t",)}),
+    ],
+)
+def test_the_users_patterns_are_protected_in_every_text_format(fmt, content, options):
+    doc = parse_text(content, fmt, ReadOptions(protect=(r"OPS-\d+",), **options))
+    assert [segment.text for segment in doc.segments] == ["See", "now."]
+
+
+@pytest.mark.parametrize(
     ("pattern", "why"), [("(unclosed", "not a regular expression"), ("x*", "matches empty")]
 )
 def test_a_bad_protect_pattern_is_a_usage_error_naming_it(tmp_path, pattern, why):

@@ -141,7 +141,9 @@ def _translate_cell(builder: LayoutBuilder, start: int, end: int, codec: str) ->
     raw = builder.source[start:end]
     value = cell_value(raw)
     positions = _raw_positions(raw)
-    nested = LayoutBuilder(value, builder.segments, lambda p: builder.offset(start + positions[p]))
+    nested = LayoutBuilder(
+        value, builder.segments, lambda p: builder.offset(start + positions[p]), builder.protect
+    )
     text_format.build(nested)
     builder.encoded(end, raw, value, nested.finish(), codec)
 
