@@ -21,7 +21,6 @@ from cli.common import (
 )
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files
-from producer.inputs import stdin_lines
 from producer.jobs import (
     JobBuilder,
     JobGone,
@@ -32,7 +31,7 @@ from producer.jobs import (
     stdin_sources,
     write_document,
 )
-from producer.pipeline import stream_units
+from producer.pipeline import stdin_units
 from producer.quality import FlagLog
 from store import defaults
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, JobStore
@@ -101,9 +100,7 @@ def submit_command(
     errors: list[str] = []
     try:
         if "-" in paths:
-            limit = options.limits.line_bytes
-            units = stream_units(stdin_lines(sys.stdin.buffer, limit), reflow, limit)
-            for source in stdin_sources(units, fields):
+            for source in stdin_sources(stdin_units(sys.stdin.buffer, options), fields):
                 job.add(source)
             origin, out_dir = STDIN_ORIGIN, ""
         else:

@@ -14,12 +14,11 @@ from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, plan_files
-from producer.inputs import stdin_lines
 from producer.pipeline import (
     RunOptions,
     RunReport,
     read_tasks,
-    stream_units,
+    stdin_units,
     translate_files,
     translate_stream,
 )
@@ -163,10 +162,8 @@ def _translate_files(
 
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:
     fmt = "jsonl" if read.fields else "txt"
-    limit = read.limits.line_bytes
-    units = stream_units(stdin_lines(sys.stdin.buffer, limit), read.reflow, limit)
     try:
-        for text in translate_stream(units, fmt, translator, read):
+        for text in translate_stream(stdin_units(sys.stdin.buffer, read), fmt, translator, read):
             sys.stdout.buffer.write(text.encode("utf-8"))
             sys.stdout.buffer.flush()
     except DocumentError as error:

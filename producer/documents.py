@@ -115,13 +115,14 @@ def parse_text(
 
     ``first_line`` is the line number of the content's first line in error messages (for
     content cut from a longer stream); ``resume``, for a window of a file after its first,
-    how to go on reading it. A UTF-8 byte order mark at the start of a file is kept in the
-    output and the document after it is parsed as if it were not there. A protected-span
+    how to go on reading it. A UTF-8 byte order mark at the start of a file (content that
+    starts its first line, not resumed) is kept in the output and the document after it is
+    parsed as if it were not there. A protected-span
     pattern of ``options`` that is not a valid regular expression is a DocumentError.
     """
     where = str(path) if path else "<input>"
     segments: list[Segment] = []
-    bom = BOM if resume is None and content.startswith(BOM) else ""
+    bom = BOM if resume is None and first_line == 1 and content.startswith(BOM) else ""
     try:
         compile_patterns(options.protect)
     except ProtectError as error:

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
 from models.protocol import SentenceTranslator
 from producer import defaults
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask
 from producer.formats.parquet import ParquetDocument
-from producer.inputs import failure, line_too_long
+from producer.inputs import failure, line_too_long, stdin_lines
 from producer.quality import FlagLog
 from producer.streaming import StreamedDocument
 
@@ -199,6 +200,15 @@ def stream_units(
             block, block_bytes = [], 0
     if block:
         yield number + 1 - len(block), "".join(block)
+
+
+def stdin_units(stream: BinaryIO, options: ReadOptions) -> Iterator[tuple[int, str]]:
+    """The units of `stream` (stdin) as `translate -` and `submit -` read it (`stream_units`):
+    with `options.fields`, JSONL records, one a line, their values laid out as
+    `options.reflow` says; else text lines, or with `options.reflow` blank-line-separated
+    blocks. No line or block is read longer than `options.limits.line_bytes`."""
+    limit = options.limits.line_bytes
+    return stream_units(stdin_lines(stream, limit), options.reflow and not options.fields, limit)
 
 
 def translate_stream(

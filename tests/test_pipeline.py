@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from producer.documents import DocumentError, ReadOptions
+from producer.documents import DocumentError, ReadOptions, parse_text
 from producer.files import FileTask, plan_files, write_atomic
 from producer.inputs import Limits, stdin_lines
 from producer.pipeline import (
     RunOptions,
     RunReport,
     read_tasks,
+    stdin_units,
     stream_units,
     translate_files,
     translate_stream,
@@ -162,6 +163,26 @@ def test_stream_units():
     ]
     with pytest.raises(DocumentError, match=r"<stdin>:2: not valid UTF-8"):
         list(stream_units([b"ok\n", b"\xff\n"]))
+
+
+def test_stdin_jsonl_records_are_units_one_a_line_even_with_reflow():
+    records = b'{"t": "Hello there."}\n{"t": "One.\\n\\nTwo."}\n{"t": "Bye."}\n'
+    for reflow in (False, True):
+        units = list(stdin_units(io.BytesIO(records), ReadOptions(fields=("t",), reflow=reflow)))
+        assert [number for number, _ in units] == [1, 2, 3], reflow
+    text = b"One\nparagraph.\n\nAnother.\n"
+    assert list(stdin_units(io.BytesIO(text), ReadOptions(reflow=True))) == [
+        (1, "One\nparagraph.\n\n"),
+        (4, "Another.\n"),
+    ]
+
+
+def test_a_byte_order_mark_is_read_as_one_at_the_start_of_stdin_only():
+    options = ReadOptions(fields=("t",))
+    record = '\ufeff{"t": "Two here."}\n'
+    assert [s.text for s in parse_text(record, "jsonl", options, first_line=1).segments] == ["Two here."]
+    with pytest.raises(DocumentError, match=r"<input>:2:1: invalid JSON"):
+        parse_text(record, "jsonl", options, first_line=2)  # as inside a file
 
 
 def test_translate_stream_answers_each_unit_before_reading_the_next():
