@@ -110,9 +110,15 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     schedule = table["schedule"]
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
+    for key in ("inbox", "outbox"):
+        if not isinstance(table[key], str) or not table[key]:
+            raise ScheduleError(f"{where}: {key} must be a directory path")
+    _check_list(where, table, "fields", "a list of field names", (str,))
+    _check_list(where, table, "columns", "a list of column names or 0-based indexes", (str, int))
+    _check_list(where, table, "protect", "a list of regular expressions", (str,))
+    if not isinstance(table.get("reflow", False), bool):
+        raise ScheduleError(f"{where}: reflow must be true or false")
     entry = InboxEntry.from_dict(table)
-    if any(not isinstance(pattern, str) for pattern in entry.protect):
-        raise ScheduleError(f"{where}: protect must be a list of regular expressions")
     try:
         compile_patterns(entry.protect)
     except ProtectError as exc:
@@ -132,3 +138,11 @@ def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
         f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(), "args": [e.name]}
         for e in entries
     }
+
+
+def _check_list(where: str, table: dict, key: str, what: str, kinds: tuple[type, ...]) -> None:
+    """ScheduleError unless `table[key]`, when present, is a list of `kinds` (never bools):
+    a lone string would otherwise be read as a list of its characters."""
+    value = table.get(key, [])
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kinds) for v in value):
+        raise ScheduleError(f"{where}: {key} must be {what}, not {value!r}")

@@ -68,6 +68,28 @@ def test_json_schedule(tmp_path):
         ({"name": "a:runs", "inbox": "i", "outbox": "o", "schedule": 1}, "inbox name 'a:runs'"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "protect": ["(x"]}, "not a regular expr"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "protect": [3]}, "list of regular expr"),
+        # a lone string must not be read as a list of its characters
+        (
+            {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "protect": "TICKET"},
+            "protect must be a list",
+        ),
+        (
+            {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "fields": "text"},
+            "fields must be a list",
+        ),
+        (
+            {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "columns": "text"},
+            "columns must be a list",
+        ),
+        (
+            {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "columns": [True]},
+            "columns must be a list",
+        ),
+        (
+            {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "reflow": "no"},
+            "reflow must be true or false",
+        ),
+        ({"name": "a", "inbox": 3, "outbox": "o", "schedule": 1}, "inbox must be a directory path"),
     ],
 )
 def test_bad_entries_name_file_and_entry(tmp_path, entry, message):
