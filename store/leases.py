@@ -38,9 +38,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: This process's life: tells its runs from those of an earlier process with the same host
+#: name and pid, such as a worker container restarted after a crash (pid 1 again), whose
+#: dead run must count as a strike (`scripts.START_RUN`). Forked children share it and
+#: differ by pid.
+_LIFE = uuid.uuid4().hex[:8]
+
+
 def current_worker() -> str:
-    """host:pid of this process: how runs, errors and presence keys name a worker."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """host:pid:life of this process: how runs, errors and presence keys name a worker."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_LIFE}"
 
 
 #: What `LeaseStore.start` found: the job is gone, another live run holds the chunk, or

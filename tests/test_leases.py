@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -56,6 +59,18 @@ def test_a_run_that_died_is_a_strike_but_a_retry_by_the_same_process_is_not(stor
     store.client.delete(JobKeys("j").lease(1))
     assert store.leases.start("j", 1, ITEMS, "host:2", "q").attempt == 2  # host:2 itself (a Redis outage)
     assert store.leases.strike("j", 1) == 2  # a run that raised
+
+
+def test_a_restarted_process_with_the_same_host_and_pid_is_another_worker():
+    # a worker container restarted after a crash runs as pid 1 on the same host name again
+    probe = (
+        "import os; os.getpid = lambda: 1; from store.leases import current_worker; print(current_worker())"
+    )
+    names = {
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    }
+    assert len(names) == 2 and all(name.startswith(f"{socket.gethostname()}:1:") for name in names)
 
 
 def test_the_heartbeat_keeps_a_lease_alive_and_recreates_a_lost_one(store):
