@@ -221,7 +221,7 @@ def wait_command(job_id: str, quiet: bool) -> None:
             elif not hinted and time.monotonic() - since >= defaults.NO_WORKER_HINT_AFTER:
                 hinted = True
                 hint = NO_WORKER.format(
-                    job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=store.settings.queue
+                    job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=info.queue or store.settings.queue
                 )
                 click.echo(hint, err=True)
     if plain:

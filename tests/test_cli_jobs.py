@@ -184,7 +184,10 @@ def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypa
     waited = CliRunner().invoke(main, ["wait", job_id], env=env)
     assert waited.exit_code == 1 and f"job {job_id} was cancelled" in waited.output
     assert waited.output.count("no worker has taken a chunk") == 1
-    assert "queue 'nobody'" in waited.output and "celery -A worker inspect active_queues" in waited.output
+    queue = store.info(job_id).queue  # the job's model's queue, the one a worker must consume
+    hint = next(line for line in waited.output.splitlines() if "no worker has taken a chunk" in line)
+    assert queue.startswith("nobody.") and f"queue '{queue}'" in hint
+    assert "celery -A worker inspect active_queues" in waited.output
 
 
 def test_status_shows_each_dead_letter_reason_once(redis_server, tmp_path):
