@@ -109,10 +109,15 @@ return {1, tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')}
 """
 
 # KEYS: running, lease. ARGV: field, token, lease ms. Renews the lease of a run that is still
-# the chunk's current run (re-creating it after a Redis restart lost it); 0 otherwise.
+# the chunk's current run (re-creating it after a Redis restart lost it); 0 otherwise, and 0
+# for a run a sweeper has claimed as lost: its chunk is queued again, and a lease renewed by
+# a run that woke up (SIGCONT) would make the requeued copy skip it as busy, so that if this
+# run then died, its chunk would wait for the visibility timeout.
 RENEW_LEASE = """
 local run = redis.call('HGET', KEYS[1], ARGV[1])
-if not run or cjson.decode(run).token ~= ARGV[2] then return 0 end
+if not run then return 0 end
+run = cjson.decode(run)
+if run.token ~= ARGV[2] or run.requeued then return 0 end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1
 """

@@ -511,7 +511,7 @@ def holder_of_sleepy_chunk(cluster: Cluster, store: JobStore, job_id: str) -> tu
         for field, entry in store.client.hgetall(RUNNING_KEY).items():
             run = json.loads(entry)
             if field.startswith(job_id) and any(SLEEPY in text for _, text in run["items"]):
-                pid = int(run["worker"].rpartition(":")[2])
+                pid = int(run["worker"].split(":")[1])  # host:pid:life
                 found.extend((w, field) for w in cluster.workers if w.process and w.process.pid == pid)
                 return bool(found)
         return False

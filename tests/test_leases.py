@@ -101,6 +101,15 @@ def test_the_sweeper_requeues_a_lost_run_once_after_the_grace(store):
     assert store.leases.start("j", 0, ITEMS, "host:2", "q").attempt == 2  # the loss is a strike
 
 
+def test_a_run_that_wakes_after_its_chunk_was_requeued_holds_no_lease(store):
+    run = store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0))  # stopped (SIGSTOP) past its lease
+    (lost,) = Sweeper(store, grace=0.0).sweep()
+    assert not store.leases.renew(run)  # it woke up: the requeued copy is the chunk's run now
+    assert not store.client.exists(JobKeys("j").lease(0))
+    assert store.leases.start("j", 0, ITEMS, "host:2", "leases-test").state == STARTED
+
+
 def test_the_sweeper_forgets_runs_of_gone_jobs(store):
     store.leases.start("j", 0, ITEMS, "host:1", "q")
     store.client.delete(JobKeys("j").lease(0), JobKeys("j").meta)
