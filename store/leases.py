@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from store import defaults, scripts
-from store.keys import RUNNING_KEY, JobKeys
+from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
 from store.queues import queue_length, send_chunks
 
 if TYPE_CHECKING:
@@ -128,24 +128,46 @@ class LeaseStore:
         return int(pipe.execute()[0])
 
     def unleased(self) -> list[str]:
-        """Fields of ``tq:running`` whose lease is gone (their run died, or just ended)."""
-        fields = [f for f in self.client.hkeys(RUNNING_KEY) if ":" in f]
+        """Fields of ``tq:running`` whose lease is gone (their run died, or just ended).
+        Fields that name no chunk of a job (corrupt, or written by someone else) are dropped."""
+        runs = {field: _chunk_of(field) for field in self.client.hkeys(RUNNING_KEY)}
+        junk = [field for field, run in runs.items() if run is None]
+        if junk:
+            logger.warning("dropped %d corrupt entries of %s: %r", len(junk), RUNNING_KEY, junk[:5])
+            self.client.hdel(RUNNING_KEY, *junk)
+        fields = [(field, run) for field, run in runs.items() if run is not None]
         pipe = self.client.pipeline()
-        for field in fields:
-            job_id, _, chunk = field.rpartition(":")
-            pipe.exists(JobKeys(job_id).lease(int(chunk)))
-        return [f for f, alive in zip(fields, pipe.execute(), strict=True) if not alive]
+        for _, (job_id, chunk) in fields:
+            pipe.exists(JobKeys(job_id).lease(chunk))
+        return [field for (field, _), alive in zip(fields, pipe.execute(), strict=True) if not alive]
 
     def claim_lost(self, field: str) -> LostRun | None:
-        """Claim a run whose lease expired, once among all sweepers; None if there is none."""
-        job_id, _, chunk = field.rpartition(":")
+        """Claim a run whose lease expired, once among all sweepers; None if there is none.
+        A corrupt entry is dropped (None): the job's stall watch sends its unsettled chunks."""
+        run = _chunk_of(field)
+        if run is None:
+            return None
+        job_id, chunk = run
         keys = JobKeys(job_id)
-        claimed = self._claim(keys=[RUNNING_KEY, keys.lease(int(chunk)), keys.meta], args=[field])
+        claimed = self._claim(keys=[RUNNING_KEY, keys.lease(chunk), keys.meta], args=[field])
         if claimed is None:
             return None
         entry, job_chunks = claimed
-        data = json.loads(entry)
-        return LostRun(job_id, int(chunk), data["items"], data["worker"], data["queue"], int(job_chunks))
+        try:
+            data = json.loads(entry)
+            return LostRun(job_id, chunk, data["items"], data["worker"], data["queue"], int(job_chunks))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("dropped the corrupt run entry %s of %s: %r", field, RUNNING_KEY, exc)
+            self.client.hdel(RUNNING_KEY, field)
+            return None
+
+
+def _chunk_of(field: str) -> tuple[str, int] | None:
+    """(job id, chunk) of a ``tq:running`` field ``JOB:CHUNK``; None if it names none."""
+    job_id, _, chunk = field.rpartition(":")
+    if not NAME_PATTERN.fullmatch(job_id) or not chunk.isdigit():
+        return None
+    return job_id, int(chunk)
 
 
 @contextlib.contextmanager
@@ -214,7 +236,11 @@ class Sweeper:
         running = {field.rpartition(":")[0] for field in self.leases.client.hkeys(RUNNING_KEY)}
         resent, watched = [], {}
         for job_id in self.store.job_ids():
-            info = self.store.info(job_id)
+            try:
+                info = self.store.info(job_id)
+            except ValueError as exc:  # CorruptRecord: one corrupt job must not stop the watch of the others
+                logger.warning("stall watch skipped job %s: %s", job_id, exc)
+                continue
             if info is None or info.finished or info.state == "cancelled":
                 continue
             mark = (info.settled, self.store.deliveries(job_id))
@@ -253,6 +279,8 @@ class Sweeper:
                     )
             except (redis.RedisError, ValueError) as exc:  # ValueError: a corrupt record
                 logger.warning("lease sweep failed: %r", exc)
+            except Exception:  # the sweeper must outlive any bug or record: log it, sweep again
+                logger.exception("lease sweep failed")
             time.sleep(interval)
 
     def start(self, interval: float = defaults.SWEEP_INTERVAL) -> threading.Thread:

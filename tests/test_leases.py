@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from store.config import Settings
 from store.jobstore import JobStore, NewJob
-from store.keys import RUNNING_KEY, JobKeys
+from store.keys import JOBS_KEY, RUNNING_KEY, JobKeys
 from store.leases import BUSY, GONE, STARTED, Sweeper, held
 from store.queues import queue_length
 
@@ -115,6 +116,23 @@ def test_the_sweeper_forgets_runs_of_gone_jobs(store):
     store.client.delete(JobKeys("j").lease(0), JobKeys("j").meta)
     assert Sweeper(store, grace=0.0).sweep() == []
     assert not store.client.hexists(RUNNING_KEY, "j:0")
+
+
+def test_corrupt_run_entries_are_dropped_and_the_others_still_requeued(store):
+    store.leases.start("j", 1, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(1))  # a real lost run
+    store.client.hset(RUNNING_KEY, mapping={"x:y": "{}", "j:2": json.dumps({"token": "t"})})  # corrupt
+    (lost,) = Sweeper(store, grace=0.0).sweep()
+    assert (lost.job_id, lost.chunk) == ("j", 1)
+    assert store.client.hkeys(RUNNING_KEY) == ["j:1"]  # claimed, kept until the chunk runs again
+
+
+def test_a_corrupt_job_does_not_stop_the_stall_watch_of_the_others(store):
+    store.client.zadd(JOBS_KEY, {"bad": 0})
+    store.client.hset(JobKeys("bad").meta, "state", "running")  # no other field: not a job
+    sweeper = Sweeper(store)
+    assert sweeper.stalls(now=0.0, after=30.0) == []
+    assert sweeper.stalls(now=31.0, after=30.0) == ["j"]  # "j" made no progress, nothing queued
 
 
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
