@@ -63,6 +63,47 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     assert store.dead_letters("j") == {}
 
 
+def _job(server, monkeypatch, failure: Exception, extra: dict[str, str] | None = None) -> JobStore:
+    """A two-sentence job of one chunk on `server`, whose chunk fails with `failure`, at a
+    delivery cap of one; the tasks module wired to it, its sent tasks kept in `sent`."""
+    settings = Settings(redis_url=server.url, max_deliveries=1)
+    store = JobStore.from_settings(settings)
+    new = NewJob(job_id="j", documents=1, segments=2, total=2, chunks=1, out="", origin="files")
+    store.create(NewJob(**{**new.__dict__, "extra": extra or {}}))
+
+    def fail(*_args: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(tasks, "env_settings", lambda: settings)
+    monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
+    monkeypatch.setattr(tasks.runtime, "load_translator", lambda _settings: None)
+    monkeypatch.setattr(tasks, "process_chunk", fail)
+    return store
+
+
+def test_a_redis_error_that_is_not_redis_away_is_struck_not_retried_forever(server, monkeypatch):
+    store = _job(server, monkeypatch, redis.ResponseError("WRONGTYPE Operation against a key"))
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # no Reject: the cap is reached
+    info = store.info("j")
+    assert (info.dead, info.finished, info.state) == (2, True, "partial")
+
+
+def test_a_job_whose_records_refuse_the_failure_drops_the_chunk_and_says_so(server, monkeypatch):
+    store = _job(server, monkeypatch, RuntimeError("a bug"))
+    store.client.set("tq:job:j:dead", "not a hash")  # where its dead letters would go
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # dropped, not requeued forever
+    (orphan,) = store.orphans()
+    assert orphan["job"] == "'j'" and "refused the failure" in str(orphan["reason"])
+
+
+def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch):
+    _job(server, monkeypatch, RuntimeError("a bug"), extra={"inbox": "reports"})
+    sent: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    assert sent == [(tasks.DELIVER_TASK, ["j"])]
+
+
 def test_a_worker_s_translator_batches_as_its_settings_say(monkeypatch):
     monkeypatch.setattr(tasks.runtime, "_state", {})
     translator = tasks.runtime.load_translator(Settings(max_batch=3, threads=1))

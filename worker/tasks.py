@@ -22,6 +22,11 @@ from worker.messages import BadMessage, check_ranges, parse_chunk
 
 logger = logging.getLogger(__name__)
 
+#: Redis errors that mean Redis is away, restarting or failing over, not that the job's data is
+#: bad: the chunk goes back to the queue with no strike. Any other Redis error (a key of the
+#: wrong type, a script error) is the chunk's failure, struck like an exception of the model.
+REDIS_AWAY = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
+
 
 @signals.worker_init.connect
 def _load_the_model(sender: Any = None, **_: Any) -> None:
@@ -109,22 +114,14 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     with held(store.leases, run, settings.lease_ttl / 5):
         try:
             translator = runtime.load_translator(settings)
-            outcome = process_chunk(
+            finalized = process_chunk(
                 store, translator, job_id, chunk, pairs, run.attempt, settings.max_deliveries
-            )
-        except redis.RedisError as exc:  # Redis went away: not the chunk's fault, no strike
+            ).finalized
+        except REDIS_AWAY as exc:  # not the chunk's fault: no strike
             raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
         except Exception as exc:
-            try:
-                _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
-            except redis.RedisError as lost:
-                raise Reject(
-                    f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
-                    f"could not be recorded ({lost!r})",
-                    requeue=True,
-                ) from lost
-            return
-    if outcome.finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
+            finalized = _record_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
+    if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
 
 
@@ -157,6 +154,36 @@ def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> Non
         logger.warning("the dropped message could not be recorded: %r", lost)
 
 
+def _record_failure(
+    store: JobStore,
+    max_deliveries: int,
+    job_id: str,
+    chunk: int,
+    pairs: list[tuple[int, str]],
+    exc: Exception,
+) -> bool:
+    """`_settle_failure`; whether it finalized the job. If Redis is away, the chunk goes back
+    to the queue. If the job's records refuse the failure (a Redis error other than Redis
+    being away: corrupt keys), the chunk is dropped, logged and recorded as an orphan, since
+    retrying could only fail again."""
+    try:
+        return _settle_failure(store, max_deliveries, job_id, chunk, pairs, exc)
+    except REDIS_AWAY as lost:
+        raise Reject(
+            f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
+            f"could not be recorded ({lost!r})",
+            requeue=True,
+        ) from lost
+    except redis.RedisError as refused:
+        logger.error(
+            "chunk %s of job %s failed (%r) and its job refused the failure: %r", chunk, job_id, exc, refused
+        )
+        _drop(
+            store, job_id, chunk, RuntimeError(f"its job's records refused the failure {exc!r}: {refused!r}")
+        )
+        return False
+
+
 def _settle_failure(
     store: JobStore,
     max_deliveries: int,
@@ -164,9 +191,9 @@ def _settle_failure(
     chunk: int,
     pairs: list[tuple[int, str]],
     exc: Exception,
-) -> None:
+) -> bool:
     """Record a chunk's failure (a strike, shown in `transqueue status`): requeue it
-    (Reject) below the cap, else dead-letter its sentences."""
+    (Reject) below the cap, else dead-letter its sentences; whether that finalized the job."""
     strikes = store.leases.strike(job_id, chunk)
     store.add_error(
         job_id,
@@ -180,10 +207,13 @@ def _settle_failure(
     )
     if strikes < max_deliveries:
         raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
-    for slot, text in pairs:
+    written = [
         store.dead_letter(
             job_id,
             DeadLetter(
                 slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=strikes, at=time.time()
             ),
         )
+        for slot, text in pairs
+    ]
+    return any(write.finalized for write in written)
