@@ -56,10 +56,19 @@ class Mark:
     inner: str
     closing: str
 
+    @property
+    def is_link(self) -> bool:
+        """Whether this is a whole link or image (``[text](target)``), which cannot hold another."""
+        return bool(self.opening) and self.closing.startswith("]")
+
+    def fits(self, translation: str) -> bool:
+        """Whether ``inner`` occurs exactly once in ``translation`` (it was kept as it was)."""
+        return bool(self.inner) and translation.count(self.inner) == 1
+
     def apply(self, translation: str) -> str:
-        """``translation`` with the markup around ``inner`` where it occurs exactly once in
-        it (it was kept as it was), else around the whole translation."""
-        if self.inner and translation.count(self.inner) == 1:
+        """``translation`` with the markup around ``inner`` where it `fits`, else around the
+        whole translation."""
+        if self.fits(translation):
             return translation.replace(self.inner, self.opening + self.inner + self.closing)
         return self.opening + translation + self.closing
 
@@ -263,9 +272,20 @@ def render(parts: Sequence[Part], segments: Sequence[Segment], translations: Seq
 
 
 def _marked(translation: str, marks: Sequence[Mark]) -> str:
-    for mark in marks:  # innermost first
+    """``translation`` with ``marks`` applied, innermost first. A link cannot hold another, so
+    once a link wraps the whole translation, or is in it, a later link that does not `fit` is
+    appended after the translation with its own text, not wrapped around it all: a sentence
+    with two links keeps both targets, as valid Markdown."""
+    appended: list[str] = []
+    linked = wrapped = False
+    for mark in marks:
+        if mark.is_link and (wrapped or (linked and not mark.fits(translation))):
+            appended.append(mark.opening + mark.inner + mark.closing)
+            continue
+        if mark.is_link:
+            linked, wrapped = True, wrapped or not mark.fits(translation)
         translation = mark.apply(translation)
-    return translation
+    return translation + "".join(appended)
 
 
 def ends_in_cjk(text: str) -> bool:

@@ -292,6 +292,50 @@ def test_markdown_markup_goes_back_around_marked_text_found_in_the_translation()
     )
 
 
+def test_markdown_two_links_in_one_sentence_never_nest():
+    doc = parse_text("Read the [docs](http://x.com) and the [faq](http://y.com) now.\n", "md")
+    assert doc.render(["请阅读docs和faq。"]) == "请阅读[docs](http://x.com)和[faq](http://y.com)。\n"
+    # neither link text kept: the first link wraps the translation, the second follows it
+    assert (
+        doc.render(["请阅读文档和常见问题。"])
+        == "[请阅读文档和常见问题。](http://x.com)[faq](http://y.com)\n"
+    )
+    assert (
+        doc.render(["请阅读docs和常见问题。"])
+        == "请阅读[docs](http://x.com)和常见问题。[faq](http://y.com)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "segments", "rendered"),
+    [
+        # quote markers alone are a blank line inside the quote: two paragraphs
+        ("> First para.\n>\n> Second para.\n", ["First para.", "Second para."], "> 译。\n>\n> 译。\n"),
+        ("> > One.\n> >\n> > Two.\n", ["One.", "Two."], "> > 译。\n> >\n> > 译。\n"),
+        # a table inside a quote: cell by cell, its delimiter row kept
+        ("> | a b |\n> |---|\n> | Cell one |\n", ["a b", "Cell one"], "> | 译。 |\n> |---|\n> | 译。 |\n"),
+        # an HTML comment or block-level tag interrupts a paragraph and passes through whole
+        (
+            "Intro.\n<!-- TODO: fix\nlater -->\nMore.\n",
+            ["Intro.", "More."],
+            "译。\n<!-- TODO: fix\nlater -->\n译。\n",
+        ),
+        (
+            "Intro.\n<div>\nblock\n</div>\n\nAfter.\n",
+            ["Intro.", "After."],
+            "译。\n<div>\nblock\n</div>\n\n译。\n",
+        ),
+        # a backtick fence's info string holds no backtick: this is a code span
+        ("```js``` is code.\n\nNext one.\n", ["is code.", "Next one."], "```js``` 译。\n\n译。\n"),
+    ],
+)
+def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):
+    doc = parse_text(source, "md")
+    assert [segment.text for segment in doc.segments] == segments
+    assert doc.render(["译。"] * len(segments)) == rendered
+    assert identity(doc) == source
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]

@@ -44,11 +44,10 @@ _HTML_BLOCK_TAGS = (
     "figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|"
     "nav|ol|p|section|summary|table|tbody|td|tfoot|th|thead|title|tr|ul|video|audio|picture"
 )
-_HTML_UNTIL_BLANK = re.compile(
-    rf"[ ]{{0,3}}(?:</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)"
-    r"|</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*)?/?>[ \t]*$)",
-    re.IGNORECASE,
-)
+#: HTML blocks that end at a blank line: CommonMark's type 6 (a block-level tag), which may
+#: interrupt a paragraph, and type 7 (any other tag alone on its line), which may not.
+_HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)", re.IGNORECASE)
+_HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*)?/?>[ \t]*$")
 _BLANK_LINE = re.compile(r"[ \t]*$")
 _HTML_UNTIL_MARKER = (
     (
@@ -171,8 +170,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         indent = _width(content) - _width(content.lstrip())
         code_indent = (list_indent or 0) + 4
         container = _CONTAINER.match(content)
-        fence = _FENCE.match(content[container.end() :].lstrip())
-        html_end = _html_block_end(content) if previous_blank else None
+        fence = _fence(content[container.end() :].lstrip())
+        html_end = _html_block_end(content, after_blank=previous_blank)
         here = Cut(lines[i].start, previous_blank, in_table, list_indent)
         header = False
         if blank:
@@ -189,6 +188,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield None
         elif _RULE_OR_UNDERLINE.match(content) or _REFERENCE.match(content):
             yield None
+        elif not content[container.end() :].strip() and not container.group("marker"):
+            yield None  # quote markers alone (">"): a blank line inside the quote
         elif (in_table and "|" in content) or _is_table_header(text, lines, i):
             header = not (in_table and "|" in content)
             in_table = True
@@ -208,6 +209,15 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         i += 1
 
 
+def _fence(rest: str) -> re.Match[str] | None:
+    """The opening code fence at the start of ``rest``; a backtick fence's info string holds
+    no backtick (```js``` starts a paragraph with a code span, as in CommonMark)."""
+    fence = _FENCE.match(rest)
+    if fence and fence.group(1)[0] == "`" and "`" in rest[fence.end() :]:
+        return None
+    return fence
+
+
 def _text_line(line: Line, content: str, container: re.Match[str]) -> _TextLine:
     depth = container.group("quote").count(">")
     heading = _HEADING.match(content, container.end())
@@ -222,6 +232,7 @@ def _is_table_header(text: str, lines: Sequence[Line], i: int) -> bool:
     if i + 1 >= len(lines) or "|" not in lines[i].content(text):
         return False
     delimiter = lines[i + 1].content(text)
+    delimiter = delimiter[len(_CONTAINER.match(delimiter).group("quote")) :]  # a table in a quote
     return "-" in delimiter and bool(_TABLE_DELIMITER.match(delimiter))
 
 
@@ -274,12 +285,15 @@ def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str) -> int:
     return len(lines) - 1
 
 
-def _html_block_end(content: str) -> re.Pattern[str] | None:
-    """For a line opening an HTML block, the pattern of the block's last line; else None."""
+def _html_block_end(content: str, after_blank: bool) -> re.Pattern[str] | None:
+    """For a line opening an HTML block, the pattern of the block's last line; else None.
+    Comments, `<script>` and the like and block-level tags open one after any line (they
+    interrupt a paragraph); any other tag alone on its line only `after_blank`."""
     for start, end in _HTML_UNTIL_MARKER:
         if start.match(content):
             return end
-    return _BLANK_LINE if _HTML_UNTIL_BLANK.match(content) else None
+    opens = _HTML_BLOCK_TAG.match(content) or (after_blank and _HTML_TAG_LINE.match(content))
+    return _BLANK_LINE if opens else None
 
 
 def _skip_html(text: str, lines: Sequence[Line], i: int, end: re.Pattern[str]) -> int:
