@@ -522,6 +522,17 @@ class JobStore:
                 if items is not None:
                     yield n, json.loads(items)
 
+    def stored_chunk(self, job_id: str, chunk: int) -> list[tuple[int, str]] | None:
+        """Chunk `chunk` of the job as submit stored it, (slot, sentence) pairs; None if it is
+        not stored. CorruptRecord if what is stored is not a list of such pairs."""
+        raw = self.client.hget(JobKeys(job_id).chunks, str(chunk))
+        if raw is None:
+            return None
+        try:
+            return [(int(slot), str(text)) for slot, text in json.loads(raw)]
+        except (ValueError, TypeError) as exc:
+            raise CorruptRecord(f"chunk {chunk} of job {job_id} is not a list of pairs ({exc!r})") from None
+
     def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
         """For each slot: does it have a result or a dead letter already?"""
         return [state is not None for state in self.slot_states(job_id, slots)]

@@ -23,12 +23,20 @@ def server(tmp_path):
     server.kill()
 
 
+def _store_the_chunk(store: JobStore) -> None:
+    """Chunk 0 of job "j" as submit stores it: the messages below are checked against it."""
+    writer = store.writer("j")
+    writer.chunks(0, [[(0, "One."), (1, "Two.")]])
+    writer.flush()
+
+
 @pytest.mark.parametrize("failure", [RuntimeError("a bug"), redis.ConnectionError("gone")])
 def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeypatch, failure):
     """The chunk fails at its last allowed delivery; recording that (an error entry, dead
     letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
     settings = Settings(redis_url=server.url, max_deliveries=1)
     store = JobStore.from_settings(settings)
+    _store_the_chunk(store)
     store.create(
         NewJob(
             job_id="j",
@@ -68,6 +76,7 @@ def _job(server, monkeypatch, failure: Exception, extra: dict[str, str] | None =
     delivery cap of one; the tasks module wired to it, its sent tasks kept in `sent`."""
     settings = Settings(redis_url=server.url, max_deliveries=1)
     store = JobStore.from_settings(settings)
+    _store_the_chunk(store)
     new = NewJob(job_id="j", documents=1, segments=2, total=2, chunks=1, out="", origin="files")
     store.create(NewJob(**{**new.__dict__, "extra": extra or {}}))
 

@@ -141,11 +141,12 @@ def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
     send(services, TRANSLATE_TASK, [f"{job_id}:docs", 0, [[0, "x"]]])  # addresses another key
     store.client.set(JobKeys("wrongtype").meta, "not a job")
     send(services, TRANSLATE_TASK, ["wrongtype", 0, [[0, "x"]]])
-    dropped(worker, TRANSLATE_TASK, 4)
+    send(services, TRANSLATE_TASK, [job_id, 0, [[0, "Forged text."]]])  # a real slot, other text
+    dropped(worker, TRANSLATE_TASK, 5)
     time.sleep(2)  # a requeued message would be refused again meanwhile
-    assert worker.log_text().count(f"dropped a {TRANSLATE_TASK} message") == 4
+    assert worker.log_text().count(f"dropped a {TRANSLATE_TASK} message") == 5
     refused = [o for o in store.orphans() if str(o["reason"]).startswith("refused")]
-    assert len(refused) == 4
+    assert len(refused) == 5
     info = store.info(job_id)
     assert (info.done, info.finished) == (0, False)
 

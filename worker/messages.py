@@ -2,7 +2,9 @@
 
 A translate_chunk message is checked before anything is done with it: its shape (a job
 id of the allowed form, a chunk number, a list of [slot, sentence] pairs), then its ranges
-against the stored job (the chunk and every slot must be the job's, no slot twice). A
+against the stored job (the chunk and every slot must be the job's, no slot twice), then its
+pairs against the chunk the job stored at submit (a forged sentence is never translated into
+a real slot, nor charged to another chunk's lease and strikes). A
 message that fails is dropped with one log line and recorded in the orphan list
 (`transqueue jobs` counts them); it is never requeued, so it cannot loop.
 """
@@ -68,3 +70,9 @@ def check_ranges(message: ChunkMessage, info: JobInfo) -> None:
         )
     if len(set(slots)) != len(slots):
         raise BadMessage(f"chunk {message.chunk} of job {info.job_id} names a slot twice")
+
+
+def check_stored(message: ChunkMessage, stored: list[tuple[int, str]] | None) -> None:
+    """BadMessage unless `message` holds exactly the pairs its job `stored` for its chunk."""
+    if stored != message.pairs:
+        raise BadMessage(f"chunk {message.chunk} of job {message.job_id} is not the chunk its job stored")

@@ -18,7 +18,7 @@ from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
 from worker import runtime
 from worker.celery import app
 from worker.chunks import process_chunk
-from worker.messages import BadMessage, check_ranges, parse_chunk
+from worker.messages import BadMessage, check_ranges, check_stored, parse_chunk
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
         info = store.info(message.job_id)
         if info is not None:
             check_ranges(message, info)
+            check_stored(message, store.stored_chunk(message.job_id, message.chunk))
     except (BadMessage, CorruptRecord) as exc:
         _drop(store, job_id, chunk, exc)
         return
