@@ -325,6 +325,10 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             ["Intro.", "After."],
             "译。\n<div>\nblock\n</div>\n\n译。\n",
         ),
+        # a hard line break (a backslash, or two spaces, before the line ending) is kept
+        ("Line one.\\\nLine two.\n", ["Line one.", "Line two."], "译。\\\n译。\n"),
+        ("Term one.  \nTerm two.\n", ["Term one.", "Term two."], "译。  \n译。\n"),
+        ("Plain one\nwrapped line.\n", ["Plain one wrapped line."], "译。\n"),
         # a backtick fence's info string holds no backtick: this is a code span
         ("```js``` is code.\n\nNext one.\n", ["is code.", "Next one."], "```js``` 译。\n\n译。\n"),
     ],

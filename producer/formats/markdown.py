@@ -136,7 +136,7 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
     wrapping = {span for pair in pairs for span in pair}
     run: list[tuple[int, int]] = []
     k = 0
-    for line in paragraph:
+    for number, line in enumerate(paragraph):
         position = line.start
         while k < len(matches) and matches[k].start() < line.end:
             match = matches[k]
@@ -147,9 +147,23 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
                 run = []
             position = match.end()
             k += 1
-        if line.end > position:
-            run.append((position, line.end))
+        end = _hard_break(source, line) if number + 1 < len(paragraph) else None
+        if (line.end if end is None else end) > position:
+            run.append((position, line.end if end is None else end))
+        if end is not None:  # the break is structure: it stays, and ends the run
+            builder.paragraph(run, pairs)
+            run = []
     builder.paragraph(run, pairs)
+
+
+def _hard_break(source: str, line: _TextLine) -> int | None:
+    """Where the text of ``line`` ends if the line ends in a hard line break (a backslash, or
+    two or more spaces, before its line ending), else None."""
+    if line.kind == "table" or line.end == line.start:
+        return None
+    if source[line.end - 1] == "\\" and not source[line.start : line.end].endswith("\\\\"):
+        return line.end - 1
+    return line.end if source.startswith("  ", line.end) else None
 
 
 def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
