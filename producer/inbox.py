@@ -126,7 +126,10 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     try:
         for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
-                _deliver(store, earlier, entry)
+                try:
+                    _deliver(store, earlier, entry)
+                except (DocumentError, OSError) as exc:  # recorded; the scan goes on
+                    store.runs.save(replace(earlier, state=FAILED, finished=time.time(), message=str(exc)))
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
         return run
@@ -158,6 +161,9 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     job = JobBuilder(store, options)
     files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
+        if not _utf8(name):
+            skipped[name.encode("utf-8", "backslashreplace").decode()] = "the file name is not UTF-8"
+            continue
         try:
             digest = _digest(task.source, options)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
@@ -182,10 +188,21 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     if not files:
         job.discard()
         return run
-    job_id = job.submit(
-        out=entry.outbox, origin=f"inbox {entry.name}", extra={"inbox": entry.name, "run": run.run_id}
-    )
-    return replace(run, state=SUBMITTED, files=files, job=job_id, finished=None)
+    # Recorded before its job is queued: a crash in between leaves a run whose job is missing,
+    # which the next run finds LOST and submits again, never a job that no run delivers.
+    run = replace(run, state=SUBMITTED, files=files, job=job.job_id, finished=None)
+    store.runs.save(run)
+    job.submit(out=entry.outbox, origin=f"inbox {entry.name}", extra={"inbox": entry.name, "run": run.run_id})
+    return run
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name read from the disk is valid UTF-8 (else it holds surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _digest(path: Path, options: ReadOptions) -> str:
@@ -225,7 +242,10 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
     try:
         run = store.runs.get(entry.name, info.extra.get("run", ""))
         if run is not None:
-            _deliver(store, run, entry)
+            try:
+                _deliver(store, run, entry)
+            except (DocumentError, OSError) as exc:  # recorded: the run's files go again
+                store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
     finally:
         lock.release()
 
@@ -256,14 +276,27 @@ def _deliver(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
     delivered, problems = dict(run.files), []
     if info.state == PARTIAL:
         problems.append(f"{info.dead} sentences left untranslated (dead letters of job {run.job})")
+    superseded = {  # files that a later run submitted again (they changed): its output wins
+        name
+        for later in store.runs.list(entry.name)
+        if later.run_id > run.run_id and later.state in (SUBMITTED, DELIVERED)
+        for name in later.files
+    }
     for rendered in iter_documents(store, run.job, follow=False, poll_interval=0):
         record = rendered.record
         name = _inbox_name(Path(entry.inbox), record)
+        if name in superseded:
+            problems.append(f"{name}: not delivered, a later run submitted it again")
+            delivered.pop(name, None)
+            continue
         originals = [Path(entry.inbox) / name] if record.fmt == "parquet" and name else []
         try:
             write_document(rendered, contained(outbox, record.target), originals)
         except OriginalMissing as exc:
             problems.append(f"{exc} (not delivered; submitted again at the next run)")
+            delivered.pop(name or "", None)
+        except (DocumentError, OSError) as exc:  # the outbox refused it: the others go on
+            problems.append(f"{record.target}: {exc} (not delivered; submitted again at the next run)")
             delivered.pop(name or "", None)
     store.runs.mark_seen(run.inbox, delivered)
     message = "; ".join(problems)

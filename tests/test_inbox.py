@@ -176,3 +176,48 @@ def test_a_parquet_file_is_delivered_from_the_inbox_only_while_unchanged(store, 
     table = pq.read_table(outbox / "t.parquet")
     assert table.column("body").to_pylist() == ["译0"] and table.column("n").to_pylist() == [3]
     assert run_inbox(store, entry).state == NOTHING_NEW
+
+
+def test_an_output_the_outbox_refuses_fails_that_file_alone_and_the_scan_goes_on(store, entry):
+    finish(store, run_inbox(store, entry).job)
+    (Path(entry.outbox) / "a.txt").mkdir(parents=True)  # the target is a directory
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    run = run_inbox(store, entry)  # delivers the first run, then scans
+    first = store.runs.list("docs")[0]
+    assert first.state == DELIVERED and "a.txt" in first.message and "not delivered" in first.message
+    assert run.state == SUBMITTED and sorted(run.files) == ["a.txt", "b.txt"]  # a.txt: again
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_the_others_submitted(store, entry):
+    os.close(os.open(os.fsencode(entry.inbox) + b"/caf\xe9.txt", os.O_CREAT | os.O_WRONLY))
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
+    assert run.skipped == {"caf\\udce9.txt": "the file name is not UTF-8"}
+
+
+def test_a_run_is_recorded_before_its_job_is_queued(store, entry, monkeypatch):
+    recorded = []
+    submit = JobBuilder.submit
+
+    def submit_noting_the_record(builder, **kwargs):
+        recorded.extend(run.job for run in store.runs.list("docs") if run.state == SUBMITTED)
+        return submit(builder, **kwargs)
+
+    monkeypatch.setattr(JobBuilder, "submit", submit_noting_the_record)
+    run = run_inbox(store, entry)
+    assert recorded == [run.job]  # a crash from here on cannot submit a.txt twice
+
+
+def test_an_older_job_never_overwrites_the_output_of_a_newer_version(store, entry):
+    first = run_inbox(store, entry)
+    (Path(entry.inbox) / "a.txt").write_text("Hello again.\n", encoding="utf-8")
+    second = run_inbox(store, entry)
+    assert second.state == SUBMITTED and list(second.files) == ["a.txt"]
+    finish(store, second.job)
+    deliver_job(store, second.job, {"docs": entry})
+    finish(store, first.job)
+    deliver_job(store, first.job, {"docs": entry})
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"  # the second's
+    older = store.runs.get("docs", first.run_id)
+    assert older.state == DELIVERED and "a later run submitted it again" in older.message
+    assert store.runs.seen("docs")["a.txt"] == second.files["a.txt"]
