@@ -149,6 +149,8 @@ def read_manifest(directory: str | Path) -> Manifest:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BundleError(f"{path}: unreadable manifest: {error}") from error
+    if not isinstance(data, dict):
+        raise BundleError(f"{path}: not a {FORMAT} manifest (not a JSON object)")
     if data.get("format") != FORMAT:
         raise BundleError(f"{path}: not a {FORMAT} manifest (format={data.get('format')!r})")
     if data.get("format_version") != FORMAT_VERSION:
@@ -156,10 +158,33 @@ def read_manifest(directory: str | Path) -> Manifest:
             f"{path}: bundle format version {data.get('format_version')} is not supported "
             f"by this transqueue (it reads version {FORMAT_VERSION}); re-export the model"
         )
+    _check_files(path, data)
     try:
         return Manifest(directory, data, _config(data["config"]))
     except (KeyError, TypeError) as error:
         raise BundleError(f"{path}: incomplete manifest: {error}") from error
+
+
+def _check_files(path: Path, data: dict[str, Any]) -> None:
+    """BundleError unless the manifest's `files` are plain names inside the bundle, each with
+    a sha256, and every graph and tokenizer it names is one of them: a manifest can make the
+    runtime open no file outside its bundle, nor one whose hash is not checked."""
+    files, graphs, tokenizer = data.get("files"), data.get("graphs"), data.get("tokenizer")
+    if not isinstance(files, dict) or not isinstance(graphs, dict) or not isinstance(tokenizer, dict):
+        raise BundleError(f"{path}: incomplete manifest: it needs files, graphs and tokenizer tables")
+    for name, entry in files.items():
+        if name in ("", ".", "..") or "/" in name or "\\" in name or name == MANIFEST:
+            raise BundleError(f"{path}: file name {name!r} is not a plain name inside the bundle")
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            raise BundleError(f"{path}: file {name!r} has no sha256")
+    named = [("tokenizer " + role, tokenizer.get(role)) for role in ("source", "target", "vocab")]
+    for role in ("encoder", "decoder"):
+        graph = graphs.get(role)
+        by_precision = graph.items() if isinstance(graph, dict) else [("", graph)]
+        named += [(f"{precision} {role}".strip(), name) for precision, name in by_precision]
+    for what, name in named:
+        if not isinstance(name, str) or name not in files:
+            raise BundleError(f"{path}: the {what} ({name!r}) is not one of the bundle's files")
 
 
 def verify_files(manifest: Manifest, names: list[str] | None = None, hashes: bool = True) -> None:

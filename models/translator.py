@@ -245,18 +245,24 @@ class Translator:
         config = self.manifest.config
         self.config = config
         lang = (config.target_lang_token_id,) if decode.add_target_lang_token else ()
-        self.codec = MarianCodec(
-            self.manifest.tokenizer_file("source"),
-            self.manifest.tokenizer_file("target"),
-            eos_id=config.eos_token_id,
-            unk_id=config.unk_token_id,
-            prefix_ids=tuple(i for i in lang if i is not None),
-        )
-        # The sha256 checks and both sessions' creation run side by side (hashlib and ORT
-        # release the GIL); a corrupt file is reported as such, before any ORT error.
+        tokenizers = [self.manifest.tokenizer_file(role) for role in ("source", "target")]
+        if verify:  # a corrupt tokenizer file is reported as such, not as a parse error
+            verify_files(self.manifest, [path.name for path in tokenizers])
+        try:
+            self.codec = MarianCodec(
+                *tokenizers,
+                eos_id=config.eos_token_id,
+                unk_id=config.unk_token_id,
+                prefix_ids=tuple(i for i in lang if i is not None),
+            )
+        except Exception as error:  # the tokenizers library raises its own exception types
+            raise BundleError(f"{self.manifest.directory}: unreadable tokenizer files: {error}") from error
+        # The other sha256 checks and both sessions' creation run side by side (hashlib and
+        # ORT release the GIL); a corrupt file is reported as such, before any ORT error.
         _register_shared_arena()
+        graphs = [name for name in used if name not in {path.name for path in tokenizers}]
         with ThreadPoolExecutor(3, thread_name_prefix="translator-load") as pool:
-            checked = pool.submit(verify_files, self.manifest, used) if verify else None
+            checked = pool.submit(verify_files, self.manifest, graphs) if verify else None
             encoder = pool.submit(_session, encoder_path, session)
             decoder = pool.submit(_session, decoder_path, session)
             try:

@@ -80,6 +80,46 @@ def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
         Translator(tmp_path)
 
 
+def test_a_truncated_tokenizer_file_is_reported_as_corrupt(tiny_bundle, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bundle, broken)
+    name = json.loads((tiny_bundle / "bundle.json").read_text())["tokenizer"]["source"]
+    (broken / name).write_bytes((tiny_bundle / name).read_bytes()[:1000])
+    with pytest.raises(BundleError, match=f"{name}: sha256 does not match"):
+        Translator(broken)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda m: m["tokenizer"].update(source="/etc/passwd"),
+            "tokenizer source .* not one of the bundle's files",
+        ),
+        (
+            lambda m: m["graphs"]["decoder"].update(int8="../x/decoder.int8.onnx"),
+            "int8 decoder .* not one of",
+        ),
+        (
+            lambda m: m["files"].update({"../x.onnx": {"sha256": "0" * 64}}),
+            "not a plain name inside the bundle",
+        ),
+        (lambda m: m.pop("files"), "it needs files, graphs and tokenizer tables"),
+        (lambda m: m["files"][next(iter(m["files"]))].pop("sha256"), "has no sha256"),
+    ],
+)
+def test_a_manifest_names_no_file_outside_its_bundle_nor_one_unchecked(
+    tiny_bundle, tmp_path, change, message
+):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    change(manifest)
+    (bundle / "bundle.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=message):
+        Translator(bundle)
+
+
 def test_decoding_is_greedy_argmax_over_unbanned_logits(tiny_bundle):
     fp32 = Translator(tiny_bundle, precision="fp32", threads=1, warmup=False)
     source = fp32.codec.encode("I think you're right.")
