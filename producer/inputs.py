@@ -82,6 +82,8 @@ def stream_input(path: Path, limits: Limits = Limits()) -> Iterator[bytes]:
                 if size > limits.file_bytes:
                     raise DocumentError(f"{path}: {_over_file_limit(limits, compression)}")
                 yield chunk
+            if compression and not raw.tell():  # gzip and zstd read an empty file as no frames
+                raise DocumentError(f"{path}: an empty file is not a valid {compression} stream")
 
 
 def open_regular(path: Path) -> BinaryIO:

@@ -227,6 +227,11 @@ def test_a_corrupt_or_truncated_stream_names_the_file(tmp_path, compression):
         path.write_bytes(data)
         with pytest.raises(DocumentError, match=f"bad.txt{compression}: not a valid {compression} stream"):
             read_input(path)
+    path.write_bytes(b"")  # no frame at all, not even an empty one
+    with pytest.raises(DocumentError, match=f"bad.txt{compression}: an empty file is not a valid"):
+        read_input(path)
+    path.write_bytes(COMPRESS[compression](b""))  # an empty text, compressed: valid
+    assert read_input(path) == b""
 
 
 def test_the_line_limit_counts_decompressed_bytes(tmp_path):
