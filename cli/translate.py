@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -61,9 +62,9 @@ def load_translator(
 @click.option(
     "-o",
     "--out",
-    type=click.Path(path_type=Path),
-    help="Output directory (or output file, for a single input file). "
-    "Default: NAME.zh.EXT next to each file, DIR.zh for a directory.",
+    type=click.Path(),
+    help="Output directory (or output file, for a single input file; end it with / for a "
+    "directory). Default: NAME.zh.EXT next to each file, DIR.zh for a directory.",
 )
 @click.option(
     "--model",
@@ -97,7 +98,7 @@ def load_translator(
 )
 def translate_command(
     inputs: tuple[Path, ...],
-    out: Path | None,
+    out: str | None,
     model: Path | None,
     precision: str,
     fields: tuple[str, ...],
@@ -126,7 +127,7 @@ def translate_command(
         _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
         return
     try:
-        tasks = plan_files(inputs, out)
+        tasks = plan_files(inputs, out and Path(out), out_is_dir=bool(out) and out.endswith(("/", os.sep)))
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
     with open_report(report_path) as flagged:

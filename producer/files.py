@@ -20,11 +20,12 @@ class FileTask:
     target: Path
 
 
-def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask]:
+def plan_files(inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool = False) -> list[FileTask]:
     """The file tasks for ``inputs`` (files and directories).
 
     - A file goes next to itself as ``NAME.zh.EXT``; with ``out``, into directory ``out``,
-      or to the file ``out`` itself when it is the only input and ``out`` is not a directory.
+      or to the file ``out`` itself when it is the only input and ``out`` is not a directory
+      (neither an existing one nor, with ``out_is_dir``, one to be made: ``-o DIR/``).
     - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
       (``*.zh.EXT``) and anything inside the output tree are left alone.
@@ -45,7 +46,7 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None) -> list[FileTask
         elif os.path.lexists(given):
             if out is None:
                 target = output_path(given)
-            elif single_file and not out.is_dir():
+            elif single_file and not out_is_dir and not out.is_dir():
                 target = out
             else:
                 target = out / output_path(given).name

@@ -159,6 +159,18 @@ def test_unknown_format_and_missing_field(inputs, tiny_bundle):
     assert result.exit_code == 1 and "needs at least one field (--field)" in result.output
 
 
+def test_out_ending_in_a_slash_is_a_directory_even_before_it_exists(tmp_path, tiny_bundle):
+    source = tmp_path / "one.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    for out, written in (
+        (f"{tmp_path}/new/", tmp_path / "new" / "one.zh.txt"),
+        (f"{tmp_path}/file.txt", tmp_path / "file.txt"),
+    ):
+        result = CliRunner().invoke(main, ["translate", str(source), "-o", out, "--model", str(tiny_bundle)])
+        assert result.exit_code == 0, result.output
+        assert written.is_file()
+
+
 def test_missing_default_model_says_how_to_get_one(inputs, monkeypatch, tmp_path):
     import models.bundle
 
