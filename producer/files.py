@@ -41,6 +41,8 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool
     for given in map(Path, inputs):
         if given.is_dir():
             absolute = Path(os.path.abspath(given))  # names "." and ".." too
+            if out is None and not absolute.name:
+                raise DocumentError(f"{given}: the root directory has no sibling for its output; give -o DIR")
             root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
             tasks.extend(FileTask(path, root / path.relative_to(given)) for path in _walk(given, root))
         elif os.path.lexists(given):

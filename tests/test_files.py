@@ -51,3 +51,10 @@ def test_write_atomic_writes_big_texts_in_pieces(tmp_path: Path):
     text = "中文 and English.\r\n" * 200_000  # 3.4 M characters: four write pieces
     write_atomic(tmp_path / "out.txt", text)
     assert (tmp_path / "out.txt").read_bytes() == text.encode("utf-8")
+
+
+def test_the_root_directory_needs_an_output_directory():
+    with pytest.raises(
+        DocumentError, match="^/: the root directory has no sibling for its output; give -o DIR$"
+    ):
+        plan_files([Path("/")])
