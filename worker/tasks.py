@@ -121,7 +121,7 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
         except REDIS_AWAY as exc:  # not the chunk's fault: no strike
             raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
         except Exception as exc:
-            finalized = _record_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
+            finalized = _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
     if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
 
@@ -155,7 +155,7 @@ def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> Non
         logger.warning("the dropped message could not be recorded: %r", lost)
 
 
-def _record_failure(
+def _settle_failure(
     store: JobStore,
     max_deliveries: int,
     job_id: str,
@@ -163,12 +163,36 @@ def _record_failure(
     pairs: list[tuple[int, str]],
     exc: Exception,
 ) -> bool:
-    """`_settle_failure`; whether it finalized the job. If Redis is away, the chunk goes back
-    to the queue. If the job's records refuse the failure (a Redis error other than Redis
-    being away: corrupt keys), the chunk is dropped, logged and recorded as an orphan, since
-    retrying could only fail again."""
+    """Record a chunk's failure (a strike, shown in `transqueue status`): requeue it
+    (Reject) below the cap, else dead-letter its sentences; whether that finalized the job.
+
+    If Redis is away, the chunk goes back to the queue. If the job's records refuse the
+    failure (a Redis error other than Redis being away: corrupt keys), the chunk is dropped,
+    logged and recorded as an orphan, since retrying could only fail again."""
     try:
-        return _settle_failure(store, max_deliveries, job_id, chunk, pairs, exc)
+        strikes = store.leases.strike(job_id, chunk)
+        store.add_error(
+            job_id,
+            {
+                "at": time.time(),
+                "chunk": chunk,
+                "deliveries": strikes,
+                "error": repr(exc),
+                "worker": current_worker(),
+            },
+        )
+        if strikes < max_deliveries:
+            raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
+        written = [
+            store.dead_letter(
+                job_id,
+                DeadLetter(
+                    slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=strikes, at=time.time()
+                ),
+            )
+            for slot, text in pairs
+        ]
+        return any(write.finalized for write in written)
     except REDIS_AWAY as lost:
         raise Reject(
             f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
@@ -183,38 +207,3 @@ def _record_failure(
             store, job_id, chunk, RuntimeError(f"its job's records refused the failure {exc!r}: {refused!r}")
         )
         return False
-
-
-def _settle_failure(
-    store: JobStore,
-    max_deliveries: int,
-    job_id: str,
-    chunk: int,
-    pairs: list[tuple[int, str]],
-    exc: Exception,
-) -> bool:
-    """Record a chunk's failure (a strike, shown in `transqueue status`): requeue it
-    (Reject) below the cap, else dead-letter its sentences; whether that finalized the job."""
-    strikes = store.leases.strike(job_id, chunk)
-    store.add_error(
-        job_id,
-        {
-            "at": time.time(),
-            "chunk": chunk,
-            "deliveries": strikes,
-            "error": repr(exc),
-            "worker": current_worker(),
-        },
-    )
-    if strikes < max_deliveries:
-        raise Reject(f"chunk {chunk} of job {job_id} failed: {exc!r}", requeue=True) from exc
-    written = [
-        store.dead_letter(
-            job_id,
-            DeadLetter(
-                slot=slot, text=text, reason=repr(exc), chunk=chunk, deliveries=strikes, at=time.time()
-            ),
-        )
-        for slot, text in pairs
-    ]
-    return any(write.finalized for write in written)
