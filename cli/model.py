@@ -193,11 +193,17 @@ def export_command(
 @click.command("validate")
 @click.argument("bundle", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--reference", required=True, help="The checkpoint (directory or hub id).")
+@click.option(
+    "--revision",
+    default=None,
+    help="Hub revision of the reference (default: the one recorded in the bundle at export).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @validation_flags
 def validate_command(
     bundle: Path,
     reference: str,
+    revision: str | None,
     as_json: bool,
     fp32_max_diff: float,
     int8_min_exact: float,
@@ -214,7 +220,8 @@ def validate_command(
     options = _validate_options(fp32_max_diff, int8_min_exact, int8_min_agreement, parity_corpus)
     try:
         manifest = read_manifest(bundle)
-        report = validate(bundle, resolve(reference).directory, options)
+        revision = revision or manifest.data.get("source", {}).get("revision")
+        report = validate(bundle, resolve(reference, revision).directory, options)
     except (BundleError, SourceError, ValidationError) as error:
         raise click.ClickException(str(error)) from error
     if as_json:

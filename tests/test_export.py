@@ -112,6 +112,11 @@ def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path)
     # the row scheme's int8 encoder replaces the fp32 one too
     assert not (bundle / "encoder.onnx").exists()
     assert manifest.graph("encoder", "int8") == bundle / "encoder.int8.onnx"
+    # validated at export; validating it again needs its fp32 outputs, which it lacks
+    result = CliRunner().invoke(
+        main, ["validate", str(bundle), "--reference", str(tiny_marian_dir), "--parity-corpus", "none"]
+    )
+    assert result.exit_code == 1 and "ships only int8 (exported with --int8-only)" in result.output
 
 
 def test_row_scheme_export_quantizes_the_encoder_token_by_token(tiny_bundle):

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from models.builder import defaults
+from models.bundle import read_manifest
 
 REGRESSION_SET = Path(__file__).resolve().parents[1] / "regression" / "sentences.txt"
 HARD_STRINGS = (
@@ -244,6 +245,12 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     from models.translator import BatchOptions, Translator
 
     batches = BatchOptions(max_batch=defaults.VALIDATION_MAX_BATCH)
+    if "fp32" not in read_manifest(bundle_dir).precisions:
+        raise ValidationError(
+            f"{bundle_dir}: this bundle ships only int8 (exported with --int8-only), and its int8 "
+            "outputs are checked against its fp32 ones: it was validated at export (bundle.json "
+            "records the report); export again without --int8-only to validate it here"
+        )
 
     torch.manual_seed(0)
     model = MarianMTModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
