@@ -275,7 +275,7 @@ def fetch_command(
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
     out_dir = out or Path(info.out)
-    written, dead, missing = 0, [], []
+    written, dead, missing, refused = 0, [], [], []
     try:
         if not stream:
             check_targets(store.documents(job_id), out_dir)
@@ -301,6 +301,9 @@ def fetch_command(
                     except OriginalMissing as exc:
                         missing.append(str(exc))
                         continue
+                    except OSError as exc:  # the output directory refused it: the others go on
+                        refused.append(f"{record.target}: {exc.strerror or exc}")
+                        continue
                 written += 1
                 dead.extend((rendered.record.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
@@ -310,7 +313,7 @@ def fetch_command(
     summary = f"{written} of {info.documents} {unit} written to {where}"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    unfinished = info.documents - written - len(missing)
+    unfinished = info.documents - written - len(missing) - len(refused)
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
@@ -318,7 +321,9 @@ def fetch_command(
         click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
     for error in missing:
         click.echo(f"error: {error}; pass that file with --source FILE", err=True)
-    if dead or unfinished or missing:
+    for error in refused:
+        click.echo(f"error: {error}", err=True)
+    if dead or unfinished or missing or refused:
         sys.exit(1)
 
 

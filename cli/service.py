@@ -124,7 +124,12 @@ def metrics_command(port: int | None, addr: str) -> None:
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     port = port or store.settings.metrics_port
-    start_http_server(port, addr=addr, registry=registry)
+    try:
+        start_http_server(port, addr=addr, registry=registry)
+    except OSError as error:
+        raise click.ClickException(
+            f"cannot serve metrics on {addr}:{port}: {error.strerror or error}"
+        ) from None
     click.echo(f"serving metrics on http://{addr}:{port}/metrics", err=True)
     threading.Event().wait()
 

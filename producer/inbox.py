@@ -51,7 +51,7 @@ from producer.jobs import (
     write_document,
 )
 from producer.schedule import InboxEntry
-from store.jobstore import CANCELLED, PARTIAL, DocumentRecord, JobStore
+from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
             if earlier.state == SUBMITTED:
                 try:
                     _deliver(store, earlier, entry)
-                except (DocumentError, OSError) as exc:  # recorded; the scan goes on
+                except (DocumentError, CorruptRecord, OSError) as exc:  # recorded; the scan goes on
                     store.runs.save(replace(earlier, state=FAILED, finished=time.time(), message=str(exc)))
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
@@ -244,7 +244,7 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
         if run is not None:
             try:
                 _deliver(store, run, entry)
-            except (DocumentError, OSError) as exc:  # recorded: the run's files go again
+            except (DocumentError, CorruptRecord, OSError) as exc:  # recorded: the run's files go again
                 store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
     finally:
         lock.release()

@@ -47,6 +47,11 @@ class CorruptRecord(ValueError):
     different version); the message names the key."""
 
 
+class MissingRecord(CorruptRecord):
+    """A record that a job should hold is missing: the job expired part way through a
+    command, or Redis lost (or evicted) the key; the message names it."""
+
+
 @dataclass(frozen=True)
 class DocumentRecord:
     """One document of a job: its name and format, how it was read, how many windows it is
@@ -483,12 +488,12 @@ class JobStore:
         return alive
 
     def document(self, job_id: str, n: int) -> DocumentRecord:
-        """Document `n` of a job; KeyError when it is not there (expired?), CorruptRecord when
-        what is there is not a document record."""
+        """Document `n` of a job; MissingRecord when it is not there (expired?), CorruptRecord
+        when what is there is not a document record."""
         key = JobKeys(job_id).docs
         raw = self.client.hget(key, str(n))
         if raw is None:
-            raise KeyError(f"job {job_id} has no document {n} (expired?)")
+            raise MissingRecord(f"job {job_id} has no document {n} (expired?)")
         return _parsed(DocumentRecord.from_json, raw, f"{key} field {n}")
 
     def window(self, job_id: str, n: int, w: int) -> WindowRecord:
@@ -496,14 +501,14 @@ class JobStore:
         key = JobKeys(job_id).windows
         raw = self.client.hget(key, f"{n}:{w}")
         if raw is None:
-            raise KeyError(f"job {job_id} has no window {w} of document {n} (expired?)")
+            raise MissingRecord(f"job {job_id} has no window {w} of document {n} (expired?)")
         return _parsed(WindowRecord.from_json, raw, f"{key} field {n}:{w}")
 
     def layout(self, job_id: str, n: int, w: int) -> str:
-        """The stored layout of window `w` of document `n` of a job; KeyError when missing."""
+        """The stored layout of window `w` of document `n` of a job; MissingRecord when missing."""
         layout = self.client.hget(JobKeys(job_id).layouts, f"{n}:{w}")
         if layout is None:
-            raise KeyError(f"job {job_id} has no layout of window {w} of document {n} (expired?)")
+            raise MissingRecord(f"job {job_id} has no layout of window {w} of document {n} (expired?)")
         return layout
 
     def documents(self, job_id: str) -> list[DocumentRecord]:

@@ -22,6 +22,10 @@ local function in_range(job, slot)
   local n, total = tonumber(slot), tonumber(redis.call('HGET', job, 'total') or '0')
   return n ~= nil and n == math.floor(n) and n >= 0 and n < total
 end
+local function settled_first(job, now)
+  redis.call('HSETNX', job, 'started_at', now)
+  if redis.call('HGET', job, 'state') == 'queued' then redis.call('HSET', job, 'state', 'running') end
+end
 local function expire_all(first, ttl)
   for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
@@ -50,10 +54,7 @@ if ARGV[7] == '1' then
   redis.call('HSET', KEYS[6], ARGV[1], '1')
   redis.call('SET', KEYS[7], '1', 'EX', ARGV[6])
 end
-redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4])
-if redis.call('HGET', KEYS[1], 'state') == 'queued' then
-  redis.call('HSET', KEYS[1], 'state', 'running')
-end
+settled_first(KEYS[1], ARGV[4])
 expire_all(8, ARGV[5])
 return {1, finalize(KEYS[1], ARGV[4])}
 """
@@ -70,6 +71,7 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
 redis.call('HINCRBY', KEYS[1], 'dead', 1)
 redis.call('HINCRBY', KEYS[4], 'dead', 1)
+settled_first(KEYS[1], ARGV[3])
 expire_all(5, ARGV[4])
 return {1, finalize(KEYS[1], ARGV[3])}
 """

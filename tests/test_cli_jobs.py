@@ -276,3 +276,37 @@ def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path)
     assert streamed.returncode == 1
     assert "Error: <stdin>:2: line longer than 150,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr
     assert list(store.job_ids()) == [job_id]
+
+
+def test_fetch_reports_an_output_it_cannot_write_and_writes_the_others(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, f"s{slot}", f"译{slot}", fingerprint="f", hit=False)
+    out = tmp_path / "fetched"
+    (target,) = [record.target for record in store.documents(job_id)]
+    (out / target).mkdir(parents=True)  # a directory where the output goes
+    fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out)], env=env)
+    assert fetched.exit_code == 1 and "Traceback" not in fetched.output, fetched.output
+    assert f"error: {target}: Is a directory" in fetched.output
+
+
+def test_a_job_missing_a_stored_record_is_one_line_not_a_traceback(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    store.client.delete(JobKeys(job_id).windows)  # expired part way, or evicted
+    for command in ("status", "fetch"):
+        result = CliRunner().invoke(main, [command, job_id], env=env)
+        assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit)
+        assert f"job {job_id} has no window 0 of document 0" in result.output, command
+
+
+def test_metrics_on_a_port_in_use_is_one_line(redis_server):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = CliRunner().invoke(
+            main, ["metrics", "--port", port], env={"TRANSQUEUE_REDIS_URL": redis_server.url}
+        )
+    assert result.exit_code == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in result.output

@@ -17,7 +17,7 @@ from producer.pipeline import stream_units
 from producer.stored_layout import load_document
 from producer.streaming import StreamedDocument
 from store.config import Settings
-from store.jobstore import DeadLetter, DocumentRecord, JobKeys, JobStore, WindowRecord
+from store.jobstore import DeadLetter, DocumentRecord, JobKeys, JobStore, MissingRecord, WindowRecord
 
 pytest_plugins = ["distributed_support"]
 
@@ -234,5 +234,5 @@ def test_stored_segments_that_do_not_match_the_slots_name_the_document(store):
         rendered_text(store, job_id)
     store.client.hset(JobKeys(job_id).windows, "0:0", WindowRecord((0, 1)).to_json())
     store.client.hset(JobKeys(job_id).docs, "0", DocumentRecord("a.txt", "txt", windows=2).to_json())
-    with pytest.raises(KeyError, match="no window 1 of document 0"):
+    with pytest.raises(MissingRecord, match="no window 1 of document 0"):
         rendered_text(store, job_id)

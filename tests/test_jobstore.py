@@ -170,6 +170,13 @@ def test_dead_letter_and_result_exclude_each_other(store):
     assert store.dead_letters("job1") == {0: letter(0)}
 
 
+def test_a_dead_letter_starts_a_queued_job_as_a_result_does(store):
+    make_job(store, total=2)
+    store.dead_letter("job1", letter(0))
+    info = store.info("job1")
+    assert info.state == "running" and info.started_at is not None
+
+
 def test_writes_for_a_missing_job_are_refused(store):
     written = store.record("nope", 0, "s", "t", fingerprint=FP, hit=False)
     assert not written.written and not written.finalized

@@ -46,3 +46,15 @@ def test_job_metrics_and_queue_length(redis_server):
         "transqueue_cache_hit_ratio 0.5",
     ):
         assert line in text, text
+
+
+def test_one_unreadable_job_record_fails_no_scrape(redis_server):
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url, queue="metrics-test"))
+    store.create(NewJob(job_id="good", documents=1, segments=1, total=1, chunks=1, out="", origin="files"))
+    store.client.zadd("tq:jobs", {"bad": 0})
+    store.client.hset("tq:job:bad", "state", "running")  # no other field: not a job
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(store))
+    text = generate_latest(registry).decode()
+    assert 'transqueue_job_sentences_total{job="good"} 1.0' in text and 'job="bad"' not in text
