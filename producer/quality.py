@@ -42,7 +42,11 @@ _MONTH_NAME = re.compile(
     r"sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
     re.IGNORECASE,
 )
-_KEPT = re.compile(r"[A-Za-z0-9\u00c0-\u024f][\w.-]*[\w]|[A-Za-z0-9]")
+#: A Latin name or token kept in a translation; Latin classes, not \w, which would run on into
+#: the CJK characters written against it ("使用Kubernetes和").
+_KEPT = re.compile(
+    r"[A-Za-z0-9\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f_.-]*[A-Za-z0-9\u00c0-\u024f_]|[A-Za-z0-9]"
+)
 _NEWLINE = re.compile("\n")
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
@@ -75,7 +79,9 @@ def number_strings(text: str, *, english: bool, source: str = "") -> Counter[str
     output (``english`` False) a month number before 月 is left out when ``source`` names
     the month ("May 3" -> "5月3日").
     """
-    text = _THOUSANDS.sub("", unicodedata.normalize("NFKC", text))
+    # Thousands separators go before NFKC, which would make a full-width comma between two
+    # numbers ("45，120") a separator ("45,120").
+    text = unicodedata.normalize("NFKC", _THOUSANDS.sub("", text))
     if not english and _MONTH_NAME.search(source):
         text = _MONTH_DAY.sub(lambda m: "月" if int(m.group(1)) <= 12 else m.group(), text)
     return Counter(

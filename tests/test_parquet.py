@@ -203,3 +203,21 @@ def test_the_original_must_be_unchanged_wherever_it_is_found(store, tmp_path):
     with pytest.raises(DocumentError, match="refusing to overwrite input"):
         (rendered,) = iter_documents(store, job_id, follow=False, poll_interval=0)
         write_document(rendered, moved, [moved])
+
+
+def test_each_column_keeps_its_codec_uncompressed_included(tmp_path):
+    source = tmp_path / "mixed.parquet"
+    table = pa.table({"id": pa.array([1, 2], pa.int64()), "text": pa.array(["One.", "Two."])})
+    pq.write_table(table, source, compression={"id": "NONE", "text": "zstd"})
+    report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=("text",)))
+    assert not report.errors, report.errors
+    group = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0)
+    assert [group.column(i).compression for i in range(2)] == ["UNCOMPRESSED", "ZSTD"]
+
+
+def test_a_column_index_in_other_digits_is_no_index(tmp_path):
+    source = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": ["x"], "b": ["y"]}), source)
+    for column in ("²", "١"):
+        report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=(column,)))
+        assert len(report.errors) == 1 and f"no column {column!r}" in report.errors[0]

@@ -26,6 +26,9 @@ HUMAN = [
     ("I'm going to study, study and study.", "我要学习，学习，再学习。"),
     ("Tom and Mary are looking at each other.", "汤姆和玛丽正看着对方。"),
     ("It's ２０１６ now.", "现在是2016年。"),
+    # names written against the characters around them, numbers split by a full-width comma
+    ("Use Kubernetes and PostgreSQL with Elasticsearch.", "使用Kubernetes和PostgreSQL与Elasticsearch。"),
+    ("Scores were 45, 120 and 300.", "分数为45，120和300。"),
 ]
 
 #: The demo model's capped output for a sentence of README.md: a loop, far too long.

@@ -111,15 +111,17 @@ class ParquetDocument:
         new file with its schema and codec, renamed over ``target`` at the end."""
         pa = _pyarrow()
         metadata = source.metadata
-        codec = metadata.row_group(0).column(0).compression if metadata.num_row_groups else "SNAPPY"
+        codecs = _codecs(metadata)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            with pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codec) as writer:
+            with pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codecs) as writer:
                 for group in range(metadata.num_row_groups):
                     table = change(source.read_row_group(group))
                     writer.write_table(table, row_group_size=max(1, table.num_rows))
             os.replace(temporary, target)
+        except pa.ArrowException as error:
+            raise DocumentError(f"{target}: Parquet cannot write this file: {error}") from None
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -168,3 +170,18 @@ def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]
         column = values[n * table.num_rows : (n + 1) * table.num_rows]
         table = table.set_column(index, field, pa.array(column, type=field.type))
     return table
+
+
+def _codecs(metadata: Any) -> dict[str, str] | str:
+    """Each column's compression codec as its first row group has it, in the names the
+    writer takes (pyarrow reads "UNCOMPRESSED" where it writes "none"); "snappy" for a file
+    with no row group."""
+    if not metadata.num_row_groups:
+        return "snappy"
+    group = metadata.row_group(0)
+    codecs = {}
+    for i in range(group.num_columns):
+        column = group.column(i)
+        codec = column.compression.lower()
+        codecs[column.path_in_schema] = "none" if codec == "uncompressed" else codec
+    return codecs

@@ -61,7 +61,7 @@ def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) 
     for column in columns:
         if column in names:
             indexes.add(names.index(column))
-        elif column.isdigit() and int(column) < len(names):
+        elif column.isascii() and column.isdigit() and int(column) < len(names):
             indexes.add(int(column))
         else:
             listed = ", ".join(repr(name) for name in names)
