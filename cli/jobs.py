@@ -305,7 +305,7 @@ def fetch_command(
                         refused.append(f"{record.target}: {exc.strerror or exc}")
                         continue
                 written += 1
-                dead.extend((rendered.record.name, letter) for letter in rendered.dead)
+                dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         raise click.ClickException(str(exc)) from None
     where = "stdout" if stream else str(out_dir)

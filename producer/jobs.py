@@ -266,6 +266,16 @@ class Rendered:
     pieces: Iterator[Piece] | None
     dead: list[DeadLetter] = field(default_factory=list)
 
+    @property
+    def name(self) -> str:
+        """The document as messages name it (`document_name`)."""
+        return document_name(self.record, self.n)
+
+
+def document_name(record: DocumentRecord, n: int) -> str:
+    """Document `n` of a job as messages name it: its file, or "<stdin> unit N" for stdin."""
+    return f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
+
 
 class OriginalMissing(DocumentError):
     """The file a Parquet document of a job was read from is not where it was looked for,
@@ -385,7 +395,7 @@ def _pieces(
     dead: list[DeadLetter],
 ) -> Iterator[Piece]:
     """Each window of document `n` rendered, its dead letters added to `dead`."""
-    name = f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
+    name = document_name(record, n)
     for w in range(record.windows):
         window = store.window(job_id, n, w)
         states = store.slot_states(job_id, window.slots)

@@ -310,3 +310,20 @@ def test_metrics_on_a_port_in_use_is_one_line(redis_server):
             main, ["metrics", "--port", port], env={"TRANSQUEUE_REDIS_URL": redis_server.url}
         )
     assert result.exit_code == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in result.output
+
+
+def test_fetch_of_stdin_names_the_unit_of_each_untranslated_sentence(redis_server):
+    redis_server.client().flushdb()
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_QUEUE": "nobody"}
+    submitted = CliRunner().invoke(main, ["submit", "-"], input="Hello there.\nGood night.\n", env=env)
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.output.strip()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    letter = DeadLetter(
+        slot=1, text="Good night.", reason="BundleError('gone')", chunk=0, deliveries=3, at=0.0
+    )
+    store.dead_letter(job_id, letter)
+    fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert fetched.exit_code == 1
+    assert "<stdin> unit 2: left untranslated (BundleError('gone')): 'Good night.'" in fetched.output
