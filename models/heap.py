@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Callable
+
+
+@functools.cache
+def _c_library() -> ctypes.CDLL | None:
+    """The C library, looked up once (`find_library` may run ldconfig), or None."""
+    library = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(library) if library else None
+    except OSError:
+        return None
 
 
 def glibc_function(name: str) -> Callable[..., int] | None:
     """The C library's function `name`, or None where the C library does not have it."""
-    library = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(library), name) if library else None
-    except (OSError, AttributeError):
-        return None
+    return getattr(_c_library(), name, None)
 
 
 def trim_heap() -> bool:
