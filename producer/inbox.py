@@ -126,10 +126,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
     try:
         for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
-                try:
-                    _deliver(store, earlier, entry)
-                except (DocumentError, CorruptRecord, OSError) as exc:  # recorded; the scan goes on
-                    store.runs.save(replace(earlier, state=FAILED, finished=time.time(), message=str(exc)))
+                _deliver(store, earlier, entry)
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
         return run
@@ -242,15 +239,22 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
     try:
         run = store.runs.get(entry.name, info.extra.get("run", ""))
         if run is not None:
-            try:
-                _deliver(store, run, entry)
-            except (DocumentError, CorruptRecord, OSError) as exc:  # recorded: the run's files go again
-                store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
+            _deliver(store, run, entry)
     finally:
         lock.release()
 
 
 def _deliver(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
+    """`_write_outputs`, a failure recorded as the run's (a document that cannot be rendered, a
+    record missing or corrupt, an outbox error): no later run of the inbox is blocked by it,
+    and the run's files are submitted again."""
+    try:
+        _write_outputs(store, run, entry)
+    except (DocumentError, CorruptRecord, OSError) as exc:
+        store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
+
+
+def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
     """Write a submitted run's outputs into the entry's outbox if its job finished, and
     record the outcome; a stored target that would land outside the outbox fails the run,
     writing nothing. A Parquet document is written from its file in the entry's inbox, which
