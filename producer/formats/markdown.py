@@ -147,10 +147,11 @@ def _translate(builder: LayoutBuilder, paragraph: Sequence[_TextLine]) -> None:
                 run = []
             position = match.end()
             k += 1
-        end = _hard_break(source, line) if number + 1 < len(paragraph) else None
-        if (line.end if end is None else end) > position:
-            run.append((position, line.end if end is None else end))
-        if end is not None:  # the break is structure: it stays, and ends the run
+        hard_break = _hard_break(source, line) if number + 1 < len(paragraph) else None
+        stop = line.end if hard_break is None else hard_break
+        if stop > position:
+            run.append((position, stop))
+        if hard_break is not None:  # the break is structure: it stays, and ends the run
             builder.paragraph(run, pairs)
             run = []
     builder.paragraph(run, pairs)
