@@ -184,6 +184,71 @@ def test_hub_id_offline_fails_with_local_directory_advice(monkeypatch, tmp_path)
         resolve("Helsinki-NLP/opus-mt-en-zh")
 
 
+def _fake_hub(monkeypatch, tmp_path, listing):
+    """Stand-ins for the hub (unreachable here): `listing` is the repo's files, or an
+    exception to raise; the snapshot holds the allowed ones. Returns the patterns asked."""
+    import fnmatch
+
+    import huggingface_hub
+
+    asked = []
+
+    def list_repo_files(repo_id, revision=None):
+        if isinstance(listing, Exception):
+            raise listing
+        return listing
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None):
+        asked.extend(allow_patterns)
+        held = listing if isinstance(listing, list) else ["config.json", "pytorch_model.bin"]
+        snapshot = tmp_path / "snapshot" / "0123abcd"
+        for name in held:
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in allow_patterns):
+                (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+                (snapshot / name).write_text("x")
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", list_repo_files)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return asked
+
+
+HUB_REPO = [
+    "config.json",
+    "source.spm",
+    "target.spm",
+    "vocab.json",
+    "tokenizer_config.json",
+    "pytorch_model.bin",
+    "tf_model.h5",
+    "rust_model.ot",
+    "onnx/model.safetensors",
+    "onnx/config.json",
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "weights"), [(["model.safetensors"], "model.safetensors"), ([], "pytorch_model.bin")]
+)
+def test_hub_download_fetches_one_weights_file_and_no_subfolder(monkeypatch, tmp_path, extra, weights):
+    asked = _fake_hub(monkeypatch, tmp_path, HUB_REPO + extra)
+    checkpoint = resolve("Helsinki-NLP/opus-mt-en-zh", revision="main")
+    fetched = sorted(
+        p.relative_to(checkpoint.directory).as_posix() for p in checkpoint.directory.rglob("*.*")
+    )
+    assert weights in fetched and not any(name.startswith("onnx/") for name in fetched)
+    assert {"pytorch_model.bin", "model.safetensors"} & set(fetched) == {weights}
+    assert not any("*" in pattern for pattern in asked)
+    assert checkpoint.revision == "0123abcd" and checkpoint.source == "Helsinki-NLP/opus-mt-en-zh"
+
+
+def test_hub_listing_failure_leaves_the_cache_to_snapshot_download(monkeypatch, tmp_path):
+    asked = _fake_hub(monkeypatch, tmp_path, ConnectionError("offline"))
+    with pytest.raises(SourceError, match="missing source.spm, target.spm, vocab.json"):
+        resolve("Helsinki-NLP/opus-mt-en-zh")  # the fake cache holds a config and a .bin only
+    assert {"model.safetensors", "pytorch_model.bin"} <= set(asked)
+
+
 def test_local_path_that_is_not_a_checkpoint(tmp_path):
     with pytest.raises(SourceError, match="no such checkpoint directory"):
         resolve(str(tmp_path / "missing"))

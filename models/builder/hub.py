@@ -9,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Files an opus-mt checkpoint needs; everything else on the hub repo is skipped.
-CHECKPOINT_PATTERNS = [
+#: Files of an opus-mt checkpoint downloaded besides its weights; everything else on the
+#: hub repo (the TF and Rust copies of the weights, ONNX exports, subfolders) is skipped.
+#: Exact names: huggingface_hub's patterns are fnmatch patterns, whose `*` also matches
+#: across folders.
+CHECKPOINT_FILES = [
     "config.json",
     "generation_config.json",
     "source.spm",
@@ -18,11 +21,11 @@ CHECKPOINT_PATTERNS = [
     "vocab.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
-    "*.safetensors",
-    "pytorch_model.bin",
     "README.md",
     "LICENSE",
 ]
+#: The weights files transformers reads, in its order of preference; one is downloaded.
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 REQUIRED = ("config.json", "source.spm", "target.spm", "vocab.json")
 
 
@@ -41,12 +44,26 @@ class Checkpoint:
 
 def _check_layout(directory: Path, source: str) -> None:
     missing = [name for name in REQUIRED if not (directory / name).is_file()]
-    weights = list(directory.glob("*.safetensors")) + list(directory.glob("pytorch_model.bin"))
+    weights = [name for name in WEIGHTS if (directory / name).is_file()]
     if missing or not weights:
-        missing += [] if weights else ["model.safetensors or pytorch_model.bin"]
+        missing += [] if weights else [" or ".join(WEIGHTS)]
         raise SourceError(
             f"{source}: not a Marian checkpoint in the opus-mt layout; missing {', '.join(missing)}"
         )
+
+
+def _weights(source: str, revision: str | None) -> list[str]:
+    """The weights file to download for hub repo `source`: the first of WEIGHTS that the
+    repo holds at `revision` (opus-mt repos often hold both, 300 MB each). When the repo
+    cannot be listed (offline, unreachable), every name: snapshot_download then serves a
+    cached snapshot, whichever it holds, or raises the error to report."""
+    from huggingface_hub import list_repo_files
+
+    try:
+        held = set(list_repo_files(source, revision=revision))
+    except Exception:  # noqa: BLE001 - snapshot_download below meets and reports the same failure
+        return list(WEIGHTS)
+    return [next((name for name in WEIGHTS if name in held), WEIGHTS[0])]
 
 
 def resolve(source: str, revision: str | None = None) -> Checkpoint:
@@ -60,7 +77,8 @@ def resolve(source: str, revision: str | None = None) -> Checkpoint:
     from huggingface_hub import snapshot_download
 
     try:
-        directory = Path(snapshot_download(source, revision=revision, allow_patterns=CHECKPOINT_PATTERNS))
+        files = [*CHECKPOINT_FILES, *_weights(source, revision)]
+        directory = Path(snapshot_download(source, revision=revision, allow_patterns=files))
     except Exception as error:  # offline, unreachable endpoint, unknown repo or revision
         raise SourceError(
             f"could not download {source} from the HuggingFace hub ({type(error).__name__}: "
