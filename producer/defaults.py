@@ -38,8 +38,8 @@ PYSBD_BRACKET_RUN_LIMIT = 16
 CHUNK_SORT_WINDOW = 256
 
 #: TRANSQUEUE_MAX_LINE_BYTES: the longest line of an input file, and the longest stdin unit (a
-#: line, or with --reflow a paragraph), in bytes without its line break (1 MiB). Reading stops
-#: at the first line over it, which fails its file naming file:line. Real documents have
+#: line, or with --reflow a paragraph), in bytes without its \n (the \r of a CRLF counts;
+#: 1 MiB). Reading stops at the first line over it, which fails its file naming file:line. Real documents have
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
 MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 

@@ -5,7 +5,8 @@ the builder splits paragraphs into sentences (``producer.segment``) and records,
 
 - ``str``: passthrough text, copied to the output unchanged;
 - ``Slot``: one sentence, replaced by its translation;
-- ``Gap``: the whitespace between two sentences of one paragraph;
+- ``Gap``: the spaces between two sentences of one paragraph (with any line break and
+  line-continuation markup there);
 - ``Encoded``: a nested layout whose rendering is re-encoded (a JSON string value, or a
   CSV/TSV cell: ``producer.cells``).
 
@@ -150,19 +151,22 @@ class LayoutBuilder:
         logical, starts = self._join(pieces)
         protected = protected_spans(logical, self.protect)
         cuts = length_cuts(logical)
-        previous_was_sentence = False
+        sentence_end = None  # where the sentence just laid out ended, if it ended in a slot
         for start, end in split_sentences(logical, protected):
             if is_target_language(logical[start:end]):
-                previous_was_sentence = False
+                sentence_end = None
                 continue
             for piece_start, piece_end in unprotected(logical, start, end, protected):
                 text = logical[piece_start:piece_end]
                 if not needs_translation(text):
-                    previous_was_sentence = False
+                    sentence_end = None
                     continue
                 split = bool(cuts) and touches(logical, (start, end), cuts)
-                self._slot(pieces, starts, pairs, text, piece_start, piece_end, previous_was_sentence, split)
-                previous_was_sentence = piece_end == end
+                # only spaces (and the line breaks read as one) may be a gap: the paragraph's
+                # own text, such as a protected span starting this sentence, never is
+                gap = sentence_end is not None and not logical[sentence_end:piece_start].strip(" ")
+                self._slot(pieces, starts, pairs, text, piece_start, piece_end, gap, split)
+                sentence_end = piece_end if piece_end == end else None
 
     def _slot(
         self,
@@ -176,12 +180,13 @@ class LayoutBuilder:
         split: bool,
     ) -> None:
         """Record ``text`` (at ``start..end`` of the joined paragraph) as the next segment;
-        ``split``: its sentence was cut for length."""
+        ``after_sentence``: only spaces separate it from the sentence before, in the
+        paragraph's text; ``split``: its sentence was cut for length."""
         source_start = self._to_source(pieces, starts, start)
         source_end = self._to_source(pieces, starts, end - 1) + 1
         between = self.source[self.cursor : source_start]
         if after_sentence and not any(self.cursor <= s < source_start for pair in pairs for s, _ in pair):
-            self.parts.append(Gap(between))  # only whitespace lies between two sentences
+            self.parts.append(Gap(between))  # only spaces and line breaks lie between two sentences
         else:
             self._append(between)
         index = len(self.segments)
@@ -288,8 +293,15 @@ def _marked(translation: str, marks: Sequence[Mark]) -> str:
     return translation + "".join(appended)
 
 
+#: Closing quotes and the ellipsis, which Chinese shares with English: a text ending in them
+#: is Chinese when what they close is.
+_SHARED_CLOSING = "\u2018\u2019\u201c\u201d\u2026\"')"
+
+
 def ends_in_cjk(text: str) -> bool:
-    """Whether ``text`` ends in a CJK ideograph, kana, hangul or CJK/full-width punctuation."""
+    """Whether ``text`` ends in a CJK ideograph, kana, hangul or CJK/full-width punctuation,
+    possibly followed by closing quotes or an ellipsis (``他说：“我饿了。”``)."""
+    text = text.rstrip(_SHARED_CLOSING)
     if not text:
         return False
     code = ord(text[-1])

@@ -175,8 +175,8 @@ def stream_units(
     """Stdin lines as units: each line, or (``reflow``) each block with the blank line after.
 
     Yields ``(number of the unit's first line, text)``; line endings are kept. Invalid UTF-8,
-    a line longer than ``max_line_bytes`` (without its line break) and a block longer than
-    that are DocumentErrors naming ``<stdin>:LINE``. Read the lines with
+    a line longer than ``max_line_bytes`` (without its ``\\n``; a ``\\r`` before it counts)
+    and a block longer than that are DocumentErrors naming ``<stdin>:LINE``. Read the lines with
     ``producer.inputs.stdin_lines`` so that a long line is never read whole.
     """
     block: list[str] = []

@@ -2,7 +2,8 @@
 
 Built in: URLs (with query strings and fragments), e-mail addresses, bare domains, template
 tags (Liquid/Jinja/Handlebars ``{{ }}``, ``{% %}``, ``{# #}``), HTML entities, inline code in
-backticks, and runs of CJK characters (already in the target script). Users add patterns
+backticks, runs of CJK characters (already in the target script), and line and page breaks
+other than ``\n`` (which the readers split lines on). Users add patterns
 (``--protect REGEX``, ``TRANSQUEUE_PROTECT``). Numbers are protected where they stand alone: a
 piece of text without a letter is never translated (``needs_translation``).
 
@@ -46,6 +47,9 @@ BUILT_IN = {
     "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
     "code": r"``[^`]*(?:`[^`]+)*``|`[^`]+`",
     "cjk": rf"[{_CJK}](?:[{_CJK}\u3000-\u303f\uff00-\uffef\s]*[{_CJK}\u3000-\u303f\uff01-\uffef])?",
+    # line and page breaks other than \n, which ends a line (a lone \r, \v, \f, the
+    # information separators, NEL, U+2028, U+2029): the model would drop them
+    "break": r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+",
 }
 
 

@@ -95,6 +95,7 @@ class PysbdProcess:
             encoding="utf-8",
             start_new_session=True,  # Ctrl-C in the terminal is the parent's business
             env=_child_environment(),
+            cwd=_PACKAGE_ROOT,  # `-m` puts the working directory first on sys.path: never the user's
         )
         self._child = child
         if self._read(child, defaults.PYSBD_STARTUP_TIMEOUT_S) != json.dumps(_READY):
@@ -121,11 +122,15 @@ class PysbdProcess:
         child.stdout.close()
 
 
+#: The directory holding the `producer` package: the helper's working directory and first
+#: import path, so that a `pysbd.py` or `select.py` in the user's directory is never imported.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+
+
 def _child_environment() -> dict[str, str]:
     """The parent's environment, with this package importable even when not installed."""
-    root = str(Path(__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
+    return {**os.environ, "PYTHONPATH": f"{_PACKAGE_ROOT}{os.pathsep}{path}" if path else _PACKAGE_ROOT}
 
 
 _shared: PysbdProcess | None = None

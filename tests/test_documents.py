@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,31 @@ def test_txt_space_kept_after_untranslated_or_latin_sentence():
     doc = parse_text("One. Two. Three.\n", "txt")
     assert doc.render(["One.", "二。", "Three."]) == "One. 二。Three.\n"
     assert doc.render(["OK.", "Fine.", "Done."]) == "OK. Fine. Done.\n"
+
+
+def test_the_space_after_a_chinese_sentence_ending_in_a_closing_quote_is_dropped():
+    doc = parse_text('He said, "I am hungry." Then he left. Done "here" ok.\n', "txt")
+    assert doc.render(["他说：“我饿了。”", "然后他走了……", "done “here” ok."]) == (
+        "他说：“我饿了。”然后他走了……done “here” ok.\n"
+    )
+
+
+SPANS = st.sampled_from(["https://x.org/a", "李明", "&copy;", "`code`", "\t", "\u2028", "\x0c", "a@b.org"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(sentence_text(), SPANS), max_size=10), st.sampled_from(["txt", "md"]))
+def test_translating_into_chinese_loses_nothing_but_spaces_between_sentences(pieces, fmt):
+    content = " ".join(pieces) + "\n"
+    doc = parse_text(content, fmt)
+    out = doc.render([f"〔{i}〕。" for i in range(len(doc.segments))])
+    rest, position = [], 0  # the input without its sentences
+    for segment in doc.segments:
+        rest.append(content[position : segment.start])
+        position = segment.end
+    rest.append(content[position:])
+    kept = re.sub(r"〔\d+〕。", "", out)
+    assert kept.replace(" ", "") == "".join(rest).replace(" ", ""), out
 
 
 def test_txt_reflow_joins_hard_wrapped_blocks():
@@ -402,6 +428,27 @@ def test_jsonl_translates_fields_and_keeps_the_rest_byte_for_byte():
     ],
 )
 def test_jsonl_errors_name_file_line_and_column(content, message):
+    with pytest.raises(DocumentError, match=message):
+        parse_text(content, "jsonl", ReadOptions(fields=("text",)), Path("doc.jsonl"))
+
+
+def test_jsonl_passes_numbers_of_any_length_through():
+    content = '{"text": "Hello there.", "n": 1' + "1" * 5000 + ', "f": -2.5e308}\n'
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text",)), Path("doc.jsonl"))
+    assert [s.text for s in doc.segments] == ["Hello there."]
+    assert doc.render(["你好。"]) == content.replace("Hello there.", "你好。")
+    with pytest.raises(DocumentError, match="doc.jsonl:1:7: field 'n' holds int, not a string"):
+        parse_text('{"n": 1' + "1" * 5000 + "}\n", "jsonl", ReadOptions(fields=("n",)), Path("doc.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"text": "Hi."}\n\u00a0\n', r"doc.jsonl:2:1: invalid JSON: Expecting value$"),
+        ('{"text": "a\tb"}\n', r"doc.jsonl:1:12: invalid JSON: Invalid control character$"),
+    ],
+)
+def test_jsonl_line_of_non_json_whitespace_or_a_raw_tab_is_invalid(content, message):
     with pytest.raises(DocumentError, match=message):
         parse_text(content, "jsonl", ReadOptions(fields=("text",)), Path("doc.jsonl"))
 

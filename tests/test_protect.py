@@ -88,6 +88,39 @@ def test_text_between_protected_spans_is_translated_around_them():
     )
 
 
+@pytest.mark.parametrize(
+    ("content", "kept"),
+    [
+        ("Hello world. https://x.org is nice.\n", "https://x.org"),
+        ("Read this. 李明 is my friend.\n", "李明"),
+        ("It costs money. &copy; 2020 Acme Inc. All rights reserved.\n", "&copy;"),
+        ("Call now. {{ page.code }} is the code.\n", "{{ page.code }}"),
+        ("Call now. ACME-123 is the code.\n", "ACME-123"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["txt", "md"])
+def test_a_span_starting_a_sentence_after_another_is_kept(content, kept, fmt):
+    # the span lies between two translated sentences: it is text, not the gap Chinese drops
+    doc = parse_text(content, fmt, ReadOptions(protect=(r"ACME-\d+",)))
+    out = doc.render([f"译文{i}。" for i in range(len(doc.segments))])
+    assert out.count(kept) == 1, out
+    assert out.startswith("译文0。 " + kept), out
+
+
+@pytest.mark.parametrize("separator", ["\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_line_and_page_breaks_other_than_newline_are_kept_and_never_sent(separator):
+    content = f"First line here.{separator}Second line here{separator}Third line\n"
+    doc = parse_text(content, "txt")
+    assert all(separator not in s.text for s in doc.segments)
+    out = doc.render([f"译文{i}。" for i in range(len(doc.segments))])
+    assert out == f"译文0。{separator}译文1。{separator}译文2。\n"
+
+
+def test_a_tab_between_two_sentences_is_kept():
+    doc = parse_text("Hello world.\tGood morning. Bye now.\n", "txt")
+    assert doc.render(["你好。", "早上好。", "再见。"]) == "你好。\t早上好。再见。\n"
+
+
 def test_a_line_of_protected_spans_or_numbers_alone_is_not_translated():
     content = (
         "https://www.gutenberg.org/ebooks/98?format=txt\n2016\n{{ page.title }}\n1,024.5\n(801) 596-1887\n"

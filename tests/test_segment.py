@@ -71,6 +71,19 @@ def test_timeout_kills_a_runaway_pysbd_call_and_recovers():
         helper.close()
 
 
+def test_the_helper_never_imports_modules_from_the_working_directory(tmp_path, monkeypatch):
+    # `python -m` puts the working directory first on sys.path: a pysbd.py or select.py
+    # there would run in the helper and turn pysbd off
+    for name in ("pysbd.py", "select.py", "json.py"):
+        (tmp_path / name).write_text("raise ImportError('shadowed')\n")
+    monkeypatch.chdir(tmp_path)
+    helper = PysbdProcess()
+    try:
+        assert helper.spans("Dr. Smith arrived at 3 p.m. Then he left.") == [(0, 28), (28, 41)]
+    finally:
+        helper.close()
+
+
 # -- golden splits ---------------------------------------------------------------------
 
 

@@ -11,7 +11,17 @@ from producer.formats import text as text_format
 from producer.formats.lines import split_lines
 from producer.layout import DocumentError, LayoutBuilder
 
-_DECODER = json.JSONDecoder()
+#: Python converts at most 4,300 digits to an int (ValueError past that); see `_integer`.
+_INT_DIGITS = 4000
+
+
+def _integer(digits: str) -> int:
+    """A JSON integer's value, or 0 past `_INT_DIGITS`: such a number is valid JSON all the
+    same, and only the fields' strings are ever used."""
+    return int(digits) if len(digits) <= _INT_DIGITS else 0
+
+
+_DECODER = json.JSONDecoder(parse_int=_integer)
 _WHITESPACE = " \t\n\r"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
@@ -37,7 +47,7 @@ def build(
     source = builder.source
     for number, line in enumerate(split_lines(source), start=first_line):
         content = line.content(source)
-        if not content.strip():
+        if not content.strip(_WHITESPACE):  # JSON's whitespace only: a lone U+00A0 is invalid
             continue
         too_deep = _too_deep(content)
         if too_deep is not None:
@@ -46,9 +56,10 @@ def build(
                 f"{defaults.JSON_MAX_DEPTH} arrays and objects"
             )
         try:
-            record = json.loads(content)
+            record = _DECODER.decode(content)
         except json.JSONDecodeError as error:
-            raise DocumentError(f"{where}:{number}:{error.colno}: invalid JSON: {error.msg}") from None
+            reason = error.msg.removesuffix(" at")  # "Invalid control character at"
+            raise DocumentError(f"{where}:{number}:{error.colno}: invalid JSON: {reason}") from None
         if not isinstance(record, dict):
             continue
         values: dict[tuple[int, int], str] = {}
@@ -56,7 +67,7 @@ def build(
             span = _find(content, _skip(content, 0), field)
             if span is None:
                 continue
-            value = json.loads(content[span[0] : span[1]])
+            value = _DECODER.decode(content[span[0] : span[1]])
             if value is None:
                 continue
             if not isinstance(value, str):
