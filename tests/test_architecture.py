@@ -68,6 +68,20 @@ def test_every_import_between_layers_goes_the_one_way():
     assert not wrong, "\n".join(f"{f}: {s} must not import {t}" for f, s, t in wrong)
 
 
+def test_the_store_uses_only_the_runtimes_constants_and_manifest_reader():
+    # a model's queue is named from its bundle's manifest; the store never loads a model
+    used = {
+        module
+        for path in sorted((ROOT / "store").rglob("*.py"))
+        for module in imports(path)
+        if layer(module) == RUNTIME and module != RUNTIME
+    }
+    assert {module.rsplit(".", 1)[0] if module.count(".") > 1 else module for module in used} <= {
+        "models.defaults",
+        "models.bundle",
+    }, used
+
+
 def test_the_graph_is_what_the_readme_draws():
     seen = {(s, t) for _, s, t in edges()}
     assert ("producer", "store") in seen and ("worker", "store") in seen
