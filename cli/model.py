@@ -92,8 +92,9 @@ def validation_flags(function: F) -> F:
     "-o",
     type=click.Path(path_type=Path),
     required=True,
-    help="Bundle directory to create (replaced if it exists).",
+    help="Bundle directory to create: new or empty, or a bundle to replace with --force.",
 )
+@click.option("--force", is_flag=True, help="Replace the bundle already in --out.")
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
 @click.option(
     "--target-lang-token",
@@ -146,6 +147,7 @@ def validation_flags(function: F) -> F:
 def export_command(
     source: str,
     out: Path,
+    force: bool,
     revision: str | None,
     target_lang_token: str,
     no_target_lang_token: bool,
@@ -173,6 +175,7 @@ def export_command(
         target_lang_token=None if no_target_lang_token else target_lang_token,
         keep_fp32=not int8_only,
         validate=not skip_validation,
+        replace=force,
         quantize=QuantizeOptions(
             scheme=int8_scheme,
             per_channel=per_channel,

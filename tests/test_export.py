@@ -269,3 +269,99 @@ def test_export_without_extra_names_the_extra(monkeypatch):
     assert "pip install 'transqueue[export]'" in result.output
     assert "torch" in result.output
     assert sys.modules  # the command stopped before importing anything heavy
+
+
+def _edited_copy(tiny_marian_dir, tmp_path, file_name, **changes):
+    """A copy of the tiny checkpoint with `changes` made to one of its JSON files."""
+    import shutil
+
+    checkpoint = tmp_path / "edited"
+    shutil.copytree(tiny_marian_dir, checkpoint)
+    path = checkpoint / file_name
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    ("file_name", "changes", "message"),
+    [
+        ("generation_config.json", {"no_repeat_ngram_size": 2}, "no_repeat_ngram_size=2"),
+        ("generation_config.json", {"repetition_penalty": 1.3}, "repetition_penalty=1.3"),
+        ("generation_config.json", {"bad_words_ids": [[5, 6]]}, "bad_words_ids of more than one token"),
+        ("generation_config.json", {"eos_token_id": [0, 7]}, r"several eos ids \(\[0, 7\]\)"),
+        ("config.json", {"share_encoder_decoder_embeddings": False}, "separate source and target vocab"),
+        ("config.json", {"tie_word_embeddings": False}, "an lm_head not tied to the embedding"),
+    ],
+)
+def test_checkpoints_that_would_not_decode_as_generate_are_refused_up_front(
+    tiny_marian_dir, tmp_path, file_name, changes, message
+):
+    from models.builder.export import ExportError
+
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, file_name, **changes)
+    with pytest.raises(ExportError, match=message):
+        export_tiny(checkpoint, tmp_path / "bundle")
+    assert not (tmp_path / "bundle.partial").exists()
+
+
+def test_the_generation_configs_start_token_is_the_bundles_and_decodes_as_generate(tiny_marian_dir, tmp_path):
+    import torch
+    from transformers import MarianMTModel
+
+    from models.translator import Translator
+
+    # config.json keeps <pad> as the start; generate takes the generation config's
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, "generation_config.json", decoder_start_token_id=7)
+    bundle = export_tiny(checkpoint, tmp_path / "bundle")  # validated against PyTorch
+    assert read_manifest(bundle).config.decoder_start_token_id == 7
+    fp32 = Translator(bundle, precision="fp32", threads=1)
+    source = fp32.codec.encode("I like cats.")
+    model = MarianMTModel.from_pretrained(checkpoint).eval()
+    cap = fp32.max_new_tokens(len(source))
+    with torch.no_grad():
+        theirs = model.generate(torch.tensor([source]), num_beams=1, do_sample=False, max_new_tokens=cap)
+    ids = theirs[0].tolist()[1:]  # after the start token
+    generated, capped = fp32.generate(source)
+    if capped:  # generate's forced_eos_token_id replaces its last id by eos
+        assert ids[: cap - 1] == generated[: cap - 1]
+    else:
+        assert ids == [*generated, fp32.config.eos_token_id]
+
+
+def test_a_model_with_fewer_positions_than_the_regression_sentences_validates(tiny_marian_dir, tmp_path):
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, "config.json", max_position_embeddings=64)
+    bundle = export_tiny(checkpoint, tmp_path / "bundle")
+    report = read_manifest(bundle).data["validation"]["fp32"]
+    assert 0 < report["greedy_identical"] == report["sentences"] < 56  # the longest are split at run time
+
+
+def test_export_never_replaces_a_directory_that_is_not_a_bundle_and_a_bundle_only_when_told(
+    tiny_marian_dir, tiny_bundle, tmp_path
+):
+    from models.builder.export import ExportError
+
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / "thesis.txt").write_text("precious")
+    with pytest.raises(ExportError, match="exists and is not a bundle: refusing to replace it"):
+        export_tiny(tiny_marian_dir, documents)
+    assert (documents / "thesis.txt").read_text() == "precious"
+    stray = tmp_path / "bundle.partial"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="holds files that no export wrote"):
+        export_tiny(tiny_marian_dir, tmp_path / "bundle")
+    assert (stray / "notes.txt").exists()
+
+    out = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(tiny_bundle, out)
+    runner = CliRunner()
+    args = ["export", str(tiny_marian_dir), "--out", str(out), "--skip-validation"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 1 and "holds a bundle already: pass --force to replace it" in result.output
+    assert read_manifest(out).data["validation"] != {"skipped": True}
+    result = runner.invoke(main, [*args, "--force"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(out).data["validation"] == {"skipped": True}

@@ -223,6 +223,11 @@ GELU = [  # as torch exports nn.GELU(): 0.5 · x · (1 + erf(x / √2))
     helper.make_node("Mul", ["x", "a"], ["m"]),
     helper.make_node("Mul", ["m", "half"], ["h"]),
 ]
+MISH = [  # as torch exports nn.Mish(): x · tanh(softplus(x))
+    helper.make_node("Softplus", ["x"], ["p"]),
+    helper.make_node("Tanh", ["p"], ["t"]),
+    helper.make_node("Mul", ["x", "t"], ["h"]),
+]
 ERF = np.vectorize(math.erf)
 
 
@@ -233,9 +238,10 @@ ERF = np.vectorize(math.erf)
         ([helper.make_node("Relu", ["x"], ["h"])], lambda x: np.maximum(x, 0), 0.0),
         (SWISH, lambda x: x / (1 + np.exp(-x)), 0.2785),
         (GELU, lambda x: 0.5 * x * (1 + ERF(x / 2**0.5)), 0.1701),
+        (MISH, lambda x: x * np.tanh(np.log1p(np.exp(x))), 0.3089),  # not GELU's Tanh floor
         ([helper.make_node("Mul", ["x", "half"], ["h"])], lambda x: 0.5 * x, None),
     ],
-    ids=["input", "relu", "swish", "gelu", "scaled input"],
+    ids=["input", "relu", "swish", "gelu", "mish", "scaled input"],
 )
 def test_activation_function_outputs_get_shifted_rows_over_their_floor(activation, function, floor):
     """A MatMul reading an activation function's output (the op, or the product that ends
@@ -264,3 +270,38 @@ def test_activation_function_outputs_get_shifted_rows_over_their_floor(activatio
     else:
         want = shifted_reference(hidden, weight, levels, floor)
     assert close_rows(session.run(None, {"x": x})[0], want)
+
+
+def test_matmuls_sharing_one_weight_are_each_quantized():
+    # torch's exporter stores equal weights once (say two identical layers) and copies them
+    # with Identity nodes; each MatMul then reads the same initializer
+    rng = np.random.default_rng(7)
+    levels = max_exact_weight_level()
+    weight = rng.standard_normal((16, 16)).astype(np.float32)
+    bias = rng.standard_normal(16).astype(np.float32)
+    nodes = [
+        helper.make_node("Identity", ["w"], ["w_copy"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("MatMul", ["r", "w"], ["m1"]),
+        helper.make_node("Add", ["m1", "b"], ["y1"]),
+        helper.make_node("Relu", ["y1"], ["r2"]),
+        helper.make_node("MatMul", ["r2", "w_copy"], ["m2"]),
+        helper.make_node("Add", ["m2", "b"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1, 16])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = quantize_matmuls(model, RowQuantizer(model.graph, levels))
+    onnx.checker.check_model(model)
+    names = [init.name for init in model.graph.initializer]
+    assert len(names) == len(set(names)) and names.count("w.int8") == 1
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((6, 1, 16)).astype(np.float32)
+    first = shifted_reference(np.maximum(x, 0), weight, levels, 0.0) + bias
+    want = shifted_reference(np.maximum(first, 0).astype(np.float32), weight, levels, 0.0) + bias
+    assert np.abs(session.run(None, {"x": x})[0] - want).max() < 1e-3

@@ -31,6 +31,19 @@ ENCODER, ENCODER_INT8 = "encoder.onnx", "encoder.int8.onnx"
 DECODER, DECODER_INT8 = "decoder.onnx", "decoder.int8.onnx"
 #: Licence and attribution files carried from the checkpoint into the bundle.
 CARRIED_FILES = ("ATTRIBUTION.md", "LICENSE", "README.md")
+#: Every file an export writes (graphs, their weights, tokenizer files, carried files).
+_EXPORT_FILES = {
+    *(
+        name + suffix
+        for name in (ENCODER, ENCODER_INT8, DECODER, DECODER_INT8)
+        for suffix in ("", EXTERNAL_DATA)
+    ),
+    "source.tokenizer.json",
+    "target.tokenizer.json",
+    "vocab.json",
+    MANIFEST,
+    *CARRIED_FILES,
+}
 
 
 @dataclass(frozen=True)
@@ -41,12 +54,68 @@ class ExportOptions:
     target_lang_token: str | None = defaults.TARGET_LANG_TOKEN
     keep_fp32: bool = True
     validate: bool = True
+    replace: bool = False
     quantize: QuantizeOptions = field(default_factory=QuantizeOptions)
     validation: ValidateOptions = field(default_factory=ValidateOptions)
 
 
 class ExportError(RuntimeError):
     """The export or its validation failed."""
+
+
+#: Generation settings that change greedy output, with the value that leaves it alone:
+#: a checkpoint setting any other value is refused, since the bundle would not decode as
+#: `generate` does. (`forced_eos_token_id` only acts at `generate`'s max_length, where a
+#: transqueue sentence stops at its own length cap instead, flagged.)
+NEUTRAL_GENERATION = {
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "min_length": 0,
+    "min_new_tokens": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "forced_bos_token_id": None,
+    "forced_decoder_ids": None,
+    "sequence_bias": None,
+    "exponential_decay_length_penalty": None,
+}
+
+
+def check_supported(model_config, generation_config, model_dir: Path) -> None:
+    """ExportError unless the checkpoint is one the bundle can decode exactly as `generate`
+    does greedily: one vocabulary shared by source and target, the lm_head tied to it, one
+    eos id, single-token `bad_words_ids` and no generation setting of `NEUTRAL_GENERATION`
+    other than its neutral value."""
+    problems = []
+    if getattr(model_config, "share_encoder_decoder_embeddings", True) is False or (
+        (model_dir / "target_vocab.json").exists()
+    ):
+        problems.append("separate source and target vocabularies (target_vocab.json)")
+    if getattr(model_config, "tie_word_embeddings", True) is False:
+        problems.append("an lm_head not tied to the embedding (tie_word_embeddings false)")
+    eos = getattr(generation_config, "eos_token_id", None)
+    if isinstance(eos, list) and len(set(eos)) > 1:
+        problems.append(f"several eos ids ({eos})")
+    if any(len(ids) != 1 for ids in getattr(generation_config, "bad_words_ids", None) or []):
+        problems.append("bad_words_ids of more than one token")
+    for name, neutral in NEUTRAL_GENERATION.items():
+        value = getattr(generation_config, name, None)  # unset: None (or empty)
+        if value not in (None, [], {}) and value != neutral:
+            problems.append(f"{name}={value!r}")
+    if problems:
+        raise ExportError(
+            f"{model_dir}: not supported by transqueue's greedy decoding: {'; '.join(problems)}"
+        )
+
+
+def _generation_id(generation_config, model_config, name: str) -> int:
+    """`name` (a token id) as `generate` takes it: from the generation config, else the model's."""
+    value = getattr(generation_config, name, None)
+    if isinstance(value, list):
+        value = value[0]
+    return getattr(model_config, name) if value is None else value
 
 
 def _config(model_config, generation_config, vocab: dict[str, int], lang_token: str | None) -> dict:
@@ -62,10 +131,10 @@ def _config(model_config, generation_config, vocab: dict[str, int], lang_token: 
         "decoder_layers": config.decoder_layers,
         "decoder_heads": config.decoder_attention_heads,
         "head_dim": config.d_model // config.decoder_attention_heads,
-        "eos_token_id": config.eos_token_id,
+        "eos_token_id": _generation_id(generation_config, config, "eos_token_id"),
         "pad_token_id": config.pad_token_id,
         "unk_token_id": vocab["<unk>"],
-        "decoder_start_token_id": config.decoder_start_token_id,
+        "decoder_start_token_id": _generation_id(generation_config, config, "decoder_start_token_id"),
         "bad_words_ids": bad,
         "max_positions": config.max_position_embeddings,
         "target_lang_token": lang_token,
@@ -125,18 +194,38 @@ def _write_manifest(directory: Path, manifest: dict) -> None:
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
+def check_out(out: Path, replace: bool) -> None:
+    """ExportError unless the bundle may be written to `out`: a new or empty directory, or
+    (with `replace`) a bundle already; never a directory of other files, which the
+    export would delete. `out`.partial, its staging directory, is replaced if it holds
+    nothing but the files of an export."""
+    staging = out.with_name(out.name + ".partial")
+    if staging.is_dir() and {path.name for path in staging.iterdir()} - _EXPORT_FILES:
+        raise ExportError(f"{staging} holds files that no export wrote; move them or choose another --out")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not (out / MANIFEST).is_file():
+        raise ExportError(f"{out} exists and is not a bundle: refusing to replace it; choose another --out")
+    if not replace:
+        raise ExportError(f"{out} holds a bundle already: pass --force to replace it")
+
+
 def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> dict:
-    """Export, quantize, validate and write the bundle for `checkpoint` into `out`."""
+    """Export, quantize, validate and write the bundle for `checkpoint` into `out`
+    (`check_out`: ExportError if `out` holds anything but a bundle to replace)."""
     import torch
     from transformers import MarianMTModel
 
+    check_out(out, options.replace)
+
+    model = MarianMTModel.from_pretrained(
+        checkpoint.directory, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    check_supported(model.config, model.generation_config, checkpoint.directory)
     staging = out.with_name(out.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    model = MarianMTModel.from_pretrained(
-        checkpoint.directory, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
     model_config, generation_config = model.config, model.generation_config

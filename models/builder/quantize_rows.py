@@ -67,6 +67,8 @@ ACTIVATION_FLOORS = {
 #: The ops inside an exported swish (x · sigmoid(x)) or GELU (0.5 · x · (1 + erf(…)) or
 #: (1 + tanh(…))): a product with one of them ends the function, whose floor this is.
 GATE_FLOORS = {"Sigmoid": 0.2785, "Erf": 0.1701, "Tanh": 0.1701}
+#: Mish, x · tanh(softplus(x)), has a Tanh gate too, but its minimum is -0.30884.
+MISH_FLOOR = 0.3089
 #: Integers up to this magnitude are exact in float32.
 FLOAT32_EXACT = 1 << 24
 
@@ -249,26 +251,32 @@ def quantize_matmuls(model: onnx.ModelProto, quantizer: RowQuantizer) -> onnx.Mo
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     rewritten = []
+    done: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # weights quantized, by initializer
     for node in graph.node:
         weight = weights.get(node.input[1]) if node.op_type == "MatMul" else None
         if weight is None or len(weight.dims) != 2:
             rewritten.append(node)
             continue
-        matrix = numpy_helper.to_array(weight).astype(np.float32)
-        quantized, scale = quantize_columns(matrix, quantizer.weight_levels)
-        graph.initializer.remove(weight)
         name = weight.name + ".int8"
-        graph.initializer.extend(
-            [numpy_helper.from_array(quantized, name), numpy_helper.from_array(scale, name + ".scale")]
-        )
+        if weight.name not in done:  # torch stores equal weights once, read by several MatMuls
+            matrix = numpy_helper.to_array(weight).astype(np.float32)
+            done[weight.name] = quantize_columns(matrix, quantizer.weight_levels)
+            graph.initializer.remove(weight)
+            graph.initializer.extend(
+                [
+                    numpy_helper.from_array(done[weight.name][0], name),
+                    numpy_helper.from_array(done[weight.name][1], name + ".scale"),
+                ]
+            )
+        quantized, scale = done[weight.name]
         floor = _activation_floor(producers, node.input[0])
         output, shifts = node.output[0], []
-        if floor:
+        if floor:  # the shift's constants are the MatMul's own: named after its output
             offset = (-floor * (quantized.astype(np.float64) * scale).sum(axis=0)).astype(np.float32)
-            if not _fold_into_bias(graph, weights, consumers, output, offset, name + ".bias"):
-                graph.initializer.append(numpy_helper.from_array(offset, name + ".shift"))
+            if not _fold_into_bias(graph, weights, consumers, output, offset, output + ".bias"):
+                graph.initializer.append(numpy_helper.from_array(offset, output + ".shift"))
                 output = node.output[0] + ".unshifted"
-                shifts = [helper.make_node("Add", [output, name + ".shift"], [node.output[0]])]
+                shifts = [helper.make_node("Add", [output, node.output[0] + ".shift"], [node.output[0]])]
         rewritten += [*quantizer.matmul_scaled(node.input[0], floor, name, name + ".scale", output), *shifts]
     del graph.node[:]
     graph.node.extend(rewritten)
@@ -339,9 +347,13 @@ def _activation_floor(producers: dict[str, onnx.NodeProto], name: str) -> float 
     # the Sigmoid, Erf or Tanh sits at most three ops above the final product
     frontier = [producers[operand] for operand in node.input if operand in producers]
     for _ in range(3):
-        gates = [parent.op_type for parent in frontier if parent.op_type in GATE_FLOORS]
+        gates = [parent for parent in frontier if parent.op_type in GATE_FLOORS]
         if gates:
-            return GATE_FLOORS[gates[0]]
+            gate = gates[0]
+            feeding = producers.get(gate.input[0])
+            if gate.op_type == "Tanh" and feeding is not None and feeding.op_type == "Softplus":
+                return MISH_FLOOR
+            return GATE_FLOORS[gate.op_type]
         frontier = [
             producers[operand] for parent in frontier for operand in parent.input if operand in producers
         ]

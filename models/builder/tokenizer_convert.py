@@ -36,8 +36,8 @@ def _normalizer(spec) -> normalizers.Normalizer | None:
     steps = []
     if spec.precompiled_charsmap:
         steps.append(normalizers.Precompiled(spec.precompiled_charsmap))
-    if spec.remove_extra_whitespaces:
-        steps.append(normalizers.Replace(Regex("^ +| +$"), ""))
+    if spec.remove_extra_whitespaces:  # \A and \z: `tokenizers`' ^ and $ match at every line
+        steps.append(normalizers.Replace(Regex(r"\A +| +\z"), ""))
         steps.append(normalizers.Replace(Regex(" {2,}"), " "))
     if not steps:
         return None
@@ -49,8 +49,11 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     proto = _load_spm(source_spm)
     if proto.trainer_spec.model_type != 1:  # UNIGRAM
         raise ValueError(f"{source_spm}: only unigram SentencePiece models are supported")
-    pieces = [(piece.piece, piece.score) for piece in proto.pieces]
-    unk_id = next(i for i, piece in enumerate(proto.pieces) if piece.type == _UNKNOWN)
+    # control pieces (<s>, </s>) never match text in SentencePiece: a literal "<s>" is
+    # "<", "s", ">" (Marian's </s>, <unk> and <pad> are split out first, as special tokens)
+    matched = [piece for piece in proto.pieces if piece.type != _CONTROL]
+    pieces = [(piece.piece, piece.score) for piece in matched]
+    unk_id = next(i for i, piece in enumerate(matched) if piece.type == _UNKNOWN)
     tokenizer = Tokenizer(
         models.Unigram(pieces, unk_id=unk_id, byte_fallback=proto.trainer_spec.byte_fallback)
     )

@@ -38,6 +38,7 @@ HARD_STRINGS = (
     "zero\u200bwidth\u200cjoin\u200d\ufeffbom",
     "tab\there\nnew line\r\nand  double   spaces ",
     "</s> inside <unk> text <pad>",
+    "struck <s>$20</s> now $15, <s>old</s>",
     "東京 你好 中文 汉字",
     "naïve café résumé e\u0301",
     "\u3000ideographic space and\u00a0nbsp",
@@ -104,11 +105,12 @@ def _greedy_divergence(
 ) -> tuple[int, int] | None:
     """(the first step where `got` is not PyTorch's greedy choice, PyTorch's choice), or None.
 
-    `theirs` holds PyTorch's logits teacher-forced on `got` (one row per step, one more than
-    `got`). Greedy decoding picks the argmax over unbanned ids at every step, and a causal
-    decoder's step depends only on the ids before it, so `got` is exactly what
-    `model.generate(num_beams=1, do_sample=False)` yields iff every step's argmax is `got`'s
-    id, and the step after it picks eos (unless `got` stopped at its length cap).
+    `theirs` holds PyTorch's logits teacher-forced on `got` (one row per step: one more than
+    `got`, or as many when `got` stopped at its length cap). Greedy decoding picks the
+    argmax over unbanned ids at every step, and a causal decoder's step depends only on the
+    ids before it, so `got` is exactly what `model.generate(num_beams=1, do_sample=False)`
+    yields iff every step's argmax is `got`'s id, and the step after it picks eos (unless
+    `got` stopped at its length cap).
     """
     choices = theirs.copy()
     choices[:, banned] = -np.inf
@@ -147,7 +149,9 @@ def check_greedy(model, tokenizer, fp32, sentences: Sequence[str], options: Vali
     for number, (sentence, source_ids, (got, capped)) in enumerate(
         zip(sentences, sources, generated, strict=True), 1
     ):
-        tokens = [fp32.config.decoder_start_token_id, *got]
+        # teacher-forced on the start and every id; a row stopped at its length cap has no
+        # step after its last id to check (and may fill every position)
+        tokens = [fp32.config.decoder_start_token_id, *got][: len(got) + (not capped)]
         with torch.no_grad():
             theirs = (
                 model(
@@ -264,11 +268,15 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
         )
     }
     report["tokenizer"]["corpus"] = str(options.parity_corpus) if corpus else None
-    report["fp32"], outputs = check_greedy(model, tokenizer, fp32, sentences, options)
+    # decoded whole: a sentence longer than the model's positions is split by the Translator
+    whole = [
+        sentence for sentence in sentences if len(fp32.codec.encode(sentence)) <= fp32.config.max_positions
+    ]
+    report["fp32"], outputs = check_greedy(model, tokenizer, fp32, whole, options)
     precisions = fp32.manifest.precisions
     del fp32, model  # the int8 check needs neither: free their memory first
     if "int8" in precisions:
         int8 = Translator(bundle_dir, precision="int8", threads=1, batching=batches, warmup=False)
-        report["int8"] = check_int8(int8, sentences, outputs, options)
+        report["int8"] = check_int8(int8, whole, outputs, options)
     report["options"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()}
     return report
