@@ -100,9 +100,15 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
     the inbox and outbox directories of TRANSQUEUE_SCHEDULE, the translation workers do not.
     Extra arguments go to Celery (for example `--schedule FILE` for beat's state file).
     """
-    from producer.scheduler import app
+    from producer.schedule import ScheduleError
+    from producer.scheduler import app, schedule_of
 
-    cli_settings()
+    settings = cli_settings()
+    if settings.schedule:  # read here first, so that a bad file is one line, not a traceback
+        try:
+            schedule_of(settings.schedule)
+        except ScheduleError as error:
+            raise click.ClickException(str(error)) from None
     run_celery_worker(
         app, ["--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]
     )

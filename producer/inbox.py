@@ -26,6 +26,8 @@ A lock lost anyway is noted in the run's message, never raised.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -155,6 +157,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     named = {str(task.source.relative_to(inbox)): task for task in tasks}
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
+    settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)
     files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
@@ -162,7 +165,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             skipped[name.encode("utf-8", "backslashreplace").decode()] = "the file name is not UTF-8"
             continue
         try:
-            digest = _digest(task.source, options)
+            digest = f"{_digest(task.source, options)}:{settings}"
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
             continue
@@ -200,6 +203,21 @@ def _utf8(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _settings_digest(entry: InboxEntry, options: ReadOptions) -> str:
+    """A short hash of what a file's output depends on besides its bytes: the entry's
+    fields, columns, reflow, protected patterns (TRANSQUEUE_PROTECT's included) and outbox.
+    It is part of every digest recorded, so that a file is submitted again when any of them
+    changes: an invalid file once its entry is fixed, every file for a new outbox."""
+    settings = {
+        "fields": list(options.fields),
+        "columns": [str(column) for column in options.columns],
+        "reflow": options.reflow,
+        "protect": list(options.protect),
+        "outbox": entry.outbox,
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _digest(path: Path, options: ReadOptions) -> str:

@@ -26,6 +26,9 @@ from producer.protect import ProtectError, compile_patterns
 from store.keys import BadName, check_name
 from store.queues import SCAN_TASK
 
+#: The longest interval a schedule may give in seconds (a year): beat cannot wait longer.
+MAX_INTERVAL_S = 366 * 24 * 3600
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: JSON schedules only
@@ -64,9 +67,10 @@ class InboxEntry:
         )
 
     def celery_schedule(self) -> crontab | float:
-        """The beat schedule: a crontab for a string, seconds for a number."""
+        """The beat schedule: a crontab for a string (fields split on any whitespace, as
+        cron does), seconds for a number."""
         if isinstance(self.schedule, str):
-            return crontab.from_string(self.schedule)
+            return crontab.from_string(" ".join(self.schedule.split()))
         return float(self.schedule)
 
 
@@ -105,14 +109,14 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
         check_name(table["name"], "inbox name")
     except BadName as exc:
         raise ScheduleError(f"{where}: {exc}") from None
-    if table["inbox"] == table["outbox"]:
-        raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read back as inputs)")
     schedule = table["schedule"]
     if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
         raise ScheduleError(f"{where}: schedule must be a crontab string or seconds")
     for key in ("inbox", "outbox"):
         if not isinstance(table[key], str) or not table[key]:
             raise ScheduleError(f"{where}: {key} must be a directory path")
+    if Path(table["inbox"]).expanduser().resolve() == Path(table["outbox"]).expanduser().resolve():
+        raise ScheduleError(f"{where}: outbox must differ from inbox (outputs would be read back as inputs)")
     _check_list(where, table, "fields", "a list of field names", (str,))
     _check_list(where, table, "columns", "a list of column names or 0-based indexes", (str, int))
     _check_list(where, table, "protect", "a list of regular expressions", (str,))
@@ -127,17 +131,29 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
         when = entry.celery_schedule()
     except ValueError as exc:
         raise ScheduleError(f"{where}: schedule {schedule!r}: {exc}") from None
-    if isinstance(when, float) and when <= 0:
-        raise ScheduleError(f"{where}: schedule must be a positive number of seconds")
+    if isinstance(when, float) and not 0 < when <= MAX_INTERVAL_S:  # nan and inf fail too
+        raise ScheduleError(
+            f"{where}: schedule must be a number of seconds above 0 and at most {MAX_INTERVAL_S:,} "
+            f"(a year), not {schedule!r}"
+        )
     return entry
 
 
 def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
-    """Celery `beat_schedule` with one scan task per inbox entry."""
-    return {
-        f"inbox:{e.name}": {"task": SCAN_TASK, "schedule": e.celery_schedule(), "args": [e.name]}
-        for e in entries
-    }
+    """Celery `beat_schedule` with one scan task per inbox entry. A scan sent every N
+    seconds expires after N: when the scheduler falls behind (stopped, or a scan longer
+    than the interval), the next scan supersedes it instead of queueing behind it."""
+    schedule = {}
+    for e in entries:
+        when = e.celery_schedule()
+        options = {"expires": when} if isinstance(when, float) else {}
+        schedule[f"inbox:{e.name}"] = {
+            "task": SCAN_TASK,
+            "schedule": when,
+            "args": [e.name],
+            "options": options,
+        }
+    return schedule
 
 
 def _check_list(where: str, table: dict, key: str, what: str, kinds: tuple[type, ...]) -> None:

@@ -31,11 +31,18 @@ from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, make_app
 logger = logging.getLogger(__name__)
 
 
+@functools.cache
+def schedule_of(path: str) -> tuple[InboxEntry, ...]:
+    """The entries of the schedule file at `path`, read once a process: beat and the scans
+    it sends use the same ones (an edit takes effect when the scheduler restarts)."""
+    return load_schedule(path)
+
+
 def beat_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for beat: one scan per entry of the schedule file, if there is one."""
     if not settings.schedule:
         return {}
-    return {"beat_schedule": beat_schedule(load_schedule(settings.schedule))}
+    return {"beat_schedule": beat_schedule(schedule_of(settings.schedule))}
 
 
 app = make_app(consumes=INBOX, extra=beat_config)
@@ -48,11 +55,10 @@ def _start_sweeper(**_: Any) -> None:
     Sweeper(process_store(settings)).start()
 
 
-@functools.cache
 def configured_inboxes() -> dict[str, InboxEntry]:
     """This process's inbox entries by name (from TRANSQUEUE_SCHEDULE; none without it)."""
     settings = env_settings()
-    return {e.name: e for e in load_schedule(settings.schedule)} if settings.schedule else {}
+    return {e.name: e for e in schedule_of(settings.schedule)} if settings.schedule else {}
 
 
 @app.task(name=DELIVER_TASK, shared=False)

@@ -221,3 +221,28 @@ def test_an_older_job_never_overwrites_the_output_of_a_newer_version(store, entr
     older = store.runs.get("docs", first.run_id)
     assert older.state == DELIVERED and "a later run submitted it again" in older.message
     assert store.runs.seen("docs")["a.txt"] == second.files["a.txt"]
+
+
+def test_a_file_found_invalid_is_submitted_once_its_entry_is_fixed(store, tmp_path):
+    inbox_dir = tmp_path / "tables"
+    inbox_dir.mkdir()
+    (inbox_dir / "t.csv").write_text("id,body\r\n1,Hello there.\r\n")
+    typo = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("bdy",))
+    run = run_inbox(store, typo)
+    assert "no column 'bdy'" in run.invalid["t.csv"]
+    assert run_inbox(store, typo).state == NOTHING_NEW  # not retried while the entry is unchanged
+    fixed = dataclasses.replace(typo, columns=("body",))
+    run = run_inbox(store, fixed)
+    assert run.state == SUBMITTED and list(run.files) == ["t.csv"]
+
+
+def test_a_delivered_file_is_translated_again_for_a_new_outbox_or_fields(store, entry, tmp_path):
+    finish(store, run_inbox(store, entry).job)
+    assert run_inbox(store, entry).state == NOTHING_NEW  # delivered, and nothing changed
+    moved = dataclasses.replace(entry, outbox=str(tmp_path / "outbox2"))
+    run = run_inbox(store, moved)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
+    finish(store, run.job)
+    assert run_inbox(store, moved).state == NOTHING_NEW
+    assert (tmp_path / "outbox2" / "a.txt").read_text(encoding="utf-8") == "译0\n"
+    assert run_inbox(store, dataclasses.replace(moved, reflow=True)).state == SUBMITTED

@@ -62,7 +62,12 @@ def test_json_schedule(tmp_path):
         ({"name": "a", "inbox": "i", "outbox": "o"}, "inbox entry 1: missing schedule"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "* * *"}, "schedule '\\* \\* \\*'"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": "61 * * * *"}, "inbox entry 1"),
-        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "positive"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": -1}, "above 0"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": float("nan")}, "above 0 .* not nan"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": float("inf")}, "at most 31,622,400"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1e15}, "at most 31,622,400"),
+        ({"name": "a", "inbox": "i", "outbox": "i/", "schedule": 1}, "outbox must differ"),
+        ({"name": "a", "inbox": "i", "outbox": "./i", "schedule": 1}, "outbox must differ"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),
         ({"name": "a", "inbox": "i", "outbox": "i", "schedule": 1}, "outbox must differ"),
         ({"name": "a:runs", "inbox": "i", "outbox": "o", "schedule": 1}, "inbox name 'a:runs'"),
@@ -114,3 +119,35 @@ def test_duplicate_names_and_bad_syntax(tmp_path):
     path.write_text("{", encoding="utf-8")
     with pytest.raises(ScheduleError, match="line 1 column 2"):
         load_schedule(path)
+
+
+def test_crontab_fields_split_on_any_whitespace_and_intervals_expire(tmp_path):
+    path = tmp_path / "s.json"
+    entries = [
+        {"name": "a", "inbox": "i", "outbox": "o", "schedule": " 0  3\t* * * "},
+        {"name": "b", "inbox": "i2", "outbox": "o2", "schedule": 30},
+    ]
+    path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
+    beat = beat_schedule(load_schedule(path))
+    assert beat["inbox:a"]["schedule"] == crontab.from_string("0 3 * * *")
+    assert beat["inbox:a"]["options"] == {}  # a daily scan is never dropped for being late
+    # a scan every 30 s that waited 30 s is superseded by the next: no backlog of scans
+    assert beat["inbox:b"]["options"] == {"expires": 30.0}
+
+
+def test_the_scheduler_reads_its_schedule_once_and_a_bad_one_is_a_one_line_error(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli import main
+    from producer.scheduler import schedule_of
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o", "schedule": 5}]}))
+    first = schedule_of(str(path))
+    path.write_text(json.dumps({"inbox": [{"name": "b", "inbox": "i", "outbox": "o", "schedule": 5}]}))
+    assert schedule_of(str(path)) is first  # beat and the scans it sends agree until a restart
+    monkeypatch.setenv("TRANSQUEUE_SCHEDULE", str(tmp_path / "missing.toml"))
+    result = CliRunner().invoke(main, ["scheduler"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "missing.toml" in result.output
+    assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
