@@ -81,6 +81,8 @@ def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
         ctx.exit(EXIT_REDIS)
     if isinstance(exc, BadName | CorruptRecord):
         raise click.ClickException(str(exc)) from None
+    if isinstance(exc, redis.ResponseError):  # a refused password, a DB index out of range, ...
+        raise click.ClickException(f"Redis at {_redis_url()} refused: {exc}") from None
 
 
 def _redis_url() -> str:
@@ -88,6 +90,24 @@ def _redis_url() -> str:
         return Settings.from_env().redis_url
     except ConfigError:
         return "(unreadable TRANSQUEUE_REDIS_URL)"
+
+
+def refuse_bad_credentials(settings: Settings) -> None:
+    """Exit with one line (`EXIT_REDIS`) if Redis refuses the settings' password or database:
+    Celery would retry them forever. A Redis that is down is no error here: the worker,
+    scheduler or exporter waits for it."""
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        client.ping()
+    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        click.echo(f"Error: {redis_failure(settings.redis_url, exc)}", err=True)
+        click.get_current_context().exit(EXIT_REDIS)
+    except (redis.ConnectionError, redis.TimeoutError):
+        return
+    finally:
+        client.close()
 
 
 def cli_settings() -> Settings:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.common import cli_settings, cli_store
+from cli.common import cli_settings, cli_store, refuse_bad_credentials
 from store import defaults
 from store.config import POOLS
 
@@ -53,6 +53,7 @@ def worker_command(
         preload_translator(settings)
     from worker.celery import app
 
+    refuse_bad_credentials(settings)
     # Celery replaces a --pool=prefork flag (its default) by the configured pool, so the
     # configuration must name the pool chosen here too.
     app.conf.update(worker_pool=pool, worker_concurrency=concurrency)
@@ -109,13 +110,18 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
             schedule_of(settings.schedule)
         except ScheduleError as error:
             raise click.ClickException(str(error)) from None
+    refuse_bad_credentials(settings)
     run_celery_worker(
         app, ["--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]
     )
 
 
 @click.command("metrics")
-@click.option("--port", type=int, help=f"[TRANSQUEUE_METRICS_PORT, default {defaults.METRICS_PORT}]")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help=f"[TRANSQUEUE_METRICS_PORT, default {defaults.METRICS_PORT}]",
+)
 @click.option(
     "--addr", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 inside a container)."
 )
@@ -127,9 +133,10 @@ def metrics_command(port: int | None, addr: str) -> None:
     from worker.metrics import JobMetrics
 
     store = cli_store()
+    refuse_bad_credentials(store.settings)
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
-    port = port or store.settings.metrics_port
+    port = store.settings.metrics_port if port is None else port
     try:
         start_http_server(port, addr=addr, registry=registry)
     except OSError as error:

@@ -6,7 +6,26 @@ Each constant documents what it bounds; the ones read from the environment carry
 
 from __future__ import annotations
 
+import math
 import os
+
+
+def _env_number(name: str, default: int | float, least: int | float) -> int | float:
+    """The number in environment variable `name` (of `default`'s type, at least `least`),
+    or `default` when it is unset or empty. A bad value stops the process with one line
+    naming the variable: these are read at import, before any command can report it."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = type(default)(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < least:
+        kind = "a whole number" if isinstance(default, int) else "a number"
+        raise SystemExit(f"Error: {name}={raw!r}: expected {kind}, at least {least}")
+    return value
+
 
 #: Longest logical paragraph (in characters) handed to pysbd in one piece. Longer paragraphs
 #: are first cut at the last likely sentence end (or else the last space) before this length.
@@ -15,7 +34,7 @@ PARAGRAPH_MAX_CHARS = 2000
 
 #: Seconds one pysbd call may run before it is abandoned (its process is killed) and the
 #: paragraph is split by the fallback splitter instead. Normal paragraphs take milliseconds.
-PYSBD_TIMEOUT_S = float(os.environ.get("TRANSQUEUE_PYSBD_TIMEOUT", "5"))
+PYSBD_TIMEOUT_S = _env_number("TRANSQUEUE_PYSBD_TIMEOUT", 5.0, 0.1)
 
 #: Seconds allowed for starting the pysbd helper process (interpreter start + import).
 PYSBD_STARTUP_TIMEOUT_S = 120.0
@@ -41,7 +60,7 @@ CHUNK_SORT_WINDOW = 256
 #: line, or with --reflow a paragraph), in bytes without its \n (the \r of a CRLF counts;
 #: 1 MiB). Reading stops at the first line over it, which fails its file naming file:line. Real documents have
 #: lines of a few kB at most, and segmenting one 1 MB line already takes about 7 s.
-MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
+MAX_LINE_BYTES = _env_number("TRANSQUEUE_MAX_LINE_BYTES", 1 << 20, 1)
 
 #: TRANSQUEUE_MAX_BLOCK_BYTES: the longest stretch of a Markdown file where a window cannot end,
 #: in bytes (4 MiB): a paragraph (or a list item's, or a quote's), a fenced code or HTML block,
@@ -52,7 +71,7 @@ MAX_LINE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_LINE_BYTES", str(1 << 20)))
 #: biggest windows cost the most: 50 MB of --reflow paragraphs of 4 MB each peak at 183 MB in
 #: `translate` and 242 MB in `submit`, of 7 MB each at 294 and 350 MB (ordinary Markdown: 92
 #: and 135 MB; bench/inputs_results.md), so 4 MiB, not 8.
-MAX_BLOCK_BYTES = int(os.environ.get("TRANSQUEUE_MAX_BLOCK_BYTES", str(4 << 20)))
+MAX_BLOCK_BYTES = _env_number("TRANSQUEUE_MAX_BLOCK_BYTES", 4 << 20, 1)
 
 #: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if
 #: its closing line starts within this many characters; else the first line is a thematic
@@ -65,7 +84,7 @@ FRONT_MATTER_MAX_CHARS = 1 << 16
 #: still being written, a decompression bomb, a corpus that `submit` would pour into Redis)
 #: as soon as its bytes pass it, failing that file with a message that names it. Real
 #: corpora stay far below it; Parquet files are read by row group and not counted.
-MAX_FILE_BYTES = int(os.environ.get("TRANSQUEUE_MAX_FILE_BYTES", str(64 << 30)))
+MAX_FILE_BYTES = _env_number("TRANSQUEUE_MAX_FILE_BYTES", 64 << 30, 1)
 
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -84,8 +85,24 @@ class Settings:
             "result_ttl",
             "tm_ttl",
         ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()} must be at least 1")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
+                raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be at least 1")
+        for name, low, high in (
+            ("poll_interval", 0.01, 3600.0),
+            ("client_patience", 0.0, 86400.0),
+            ("inbox_lock_timeout", 1, 7 * 86400),
+            ("metrics_port", 1, 65535),
+        ):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be {low} to {high}")
+        scheme = self.redis_url.partition("://")[0]
+        if scheme not in ("redis", "rediss", "unix") or "://" not in self.redis_url:
+            raise ConfigError(
+                f"{defaults.ENV_PREFIX}REDIS_URL={self.redis_url!r}: expected redis://HOST:PORT/DB "
+                "(or rediss://, unix://)"
+            )
         for spec in filter(None, self.test_poison.split(",")):
             mode, _, text = spec.partition(":")
             if mode not in POISON_MODES or not text:

@@ -46,7 +46,9 @@ class PatientRetry(Retry):
                     raise
                 if self.on_wait is not None:
                     self.on_wait(error)
-                time.sleep(min(self._backoff.compute(failures), max(0.0, deadline - now)))
+                # the backoff doubles per failure up to its cap: 2**1024 would overflow a float
+                wait = self._backoff.compute(min(failures, 32))
+                time.sleep(min(wait, max(0.0, deadline - now)))
 
 
 def connect(url: str, patience: float, on_wait: Callable[[Exception], None] | None = None) -> redis.Redis:

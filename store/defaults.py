@@ -141,6 +141,12 @@ PLAIN_PROGRESS_EVERY = 10.0
 #: TRANSQUEUE_METRICS_PORT: port of the Prometheus exporter started by `transqueue metrics`.
 METRICS_PORT = 9808
 
+#: How long a finished job keeps its per-job series (sentences done, hits, dead letters) in
+#: the metrics: an hour, enough for a dashboard to see it end. Jobs stay in Redis for
+#: TRANSQUEUE_RESULT_TTL (7 days), and series for all of them would grow every scrape
+#: by five a job. `transqueue_jobs` still counts every job by state.
+METRICS_FINISHED_WINDOW_S = 3600
+
 #: Redis key prefix of everything transqueue stores (besides Celery's own queue keys).
 KEY_PREFIX = "tq"
 

@@ -469,6 +469,20 @@ class JobStore:
         except (redis.ResponseError, KeyError, ValueError) as exc:  # WRONGTYPE, missing field
             raise CorruptRecord(f"{key} does not hold a job ({exc!r})") from None
 
+    def infos(self, job_ids: list[str]) -> Iterator[JobInfo]:
+        """`info` of each of `job_ids` in one round trip, skipping jobs that expired and
+        records that are not jobs (`info` names those)."""
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hgetall(JobKeys(job_id).meta)
+        for job_id, h in zip(job_ids, pipe.execute(raise_on_error=False), strict=True):
+            if not h or isinstance(h, Exception):
+                continue
+            try:
+                yield JobInfo.from_hash(job_id, h)
+            except (KeyError, ValueError):  # a missing or malformed field
+                continue
+
     def job_ids(self) -> list[str]:
         """Ids of the known jobs, oldest first; expired ones are dropped from the index."""
         return self._index(stop=-1)

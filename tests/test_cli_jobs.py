@@ -137,6 +137,26 @@ def test_redis_refusing_the_credentials_is_one_line_and_exit_3(tmp_path, passwor
         server.kill()
 
 
+def test_long_running_commands_refuse_a_wrong_password_at_once(tmp_path):
+    # Celery would retry a refused password forever; Redis being down is waited out instead
+    from distributed_support import RedisServer
+
+    server = RedisServer(tmp_path / "redis", password="right")
+    server.start()
+    try:
+        env = {**os.environ, "TRANSQUEUE_REDIS_URL": f"redis://:wrong@127.0.0.1:{server.port}/0"}
+        for args in (["worker", "--pool", "solo"], ["scheduler"], ["metrics", "--port", "1"]):
+            done = subprocess.run([TRANSQUEUE, *args], env=env, capture_output=True, text=True, timeout=120)
+            assert done.returncode == EXIT_REDIS, (args, done.stderr[-2000:])
+            assert "authentication failed (wrong password?)" in done.stderr.strip().splitlines()[-1]
+        out_of_range = f"redis://:right@127.0.0.1:{server.port}/99"
+        result = CliRunner().invoke(main, ["jobs"], env={"TRANSQUEUE_REDIS_URL": out_of_range})
+        assert result.exit_code == 1 and "DB index is out of range" in result.output
+        assert "Traceback" not in result.output
+    finally:
+        server.kill()
+
+
 def test_redis_not_listening_is_retried_for_the_patience_then_exit_3(tmp_path):
     from distributed_support import free_port
 

@@ -40,8 +40,16 @@ def test_variables_override_with_their_types():
     ("name", "value", "message"),
     [
         ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
-        ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE must be at least 1"),
-        ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH must be at least 1"),
+        ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE=0: must be at least 1"),
+        ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH=0: must be at least 1"),
+        ("TRANSQUEUE_LEASE_TTL", "nan", "TRANSQUEUE_LEASE_TTL=nan: must be at least 1"),
+        ("TRANSQUEUE_LEASE_TTL", "inf", "TRANSQUEUE_LEASE_TTL=inf: must be at least 1"),
+        ("TRANSQUEUE_POLL_INTERVAL", "-1", "TRANSQUEUE_POLL_INTERVAL=-1.0: must be 0.01 to 3600"),
+        ("TRANSQUEUE_CLIENT_PATIENCE", "nan", "TRANSQUEUE_CLIENT_PATIENCE=nan: must be 0.0 to 86400"),
+        ("TRANSQUEUE_INBOX_LOCK_TIMEOUT", "0", "TRANSQUEUE_INBOX_LOCK_TIMEOUT=0: must be 1 to"),
+        ("TRANSQUEUE_METRICS_PORT", "99999", "TRANSQUEUE_METRICS_PORT=99999: must be 1 to 65535"),
+        ("TRANSQUEUE_REDIS_URL", "notaurl", "TRANSQUEUE_REDIS_URL='notaurl': expected redis://"),
+        ("TRANSQUEUE_REDIS_URL", "amqp://x", "TRANSQUEUE_REDIS_URL='amqp://x': expected redis://"),
         ("TRANSQUEUE_POOL", "gevent", "TRANSQUEUE_POOL='gevent': expected one of"),
         ("TRANSQUEUE_PRECISION", "fp16", "TRANSQUEUE_PRECISION='fp16'"),
         ("TRANSQUEUE_TEST_POISON", "boom", "TRANSQUEUE_TEST_POISON='boom'"),
@@ -59,3 +67,31 @@ def test_every_setting_is_in_the_readme_settings_table():
         field for field in Settings.__dataclass_fields__ if f"`TRANSQUEUE_{field.upper()}`" in table
     }
     assert set(Settings.__dataclass_fields__) - documented == {"test_poison"}  # a test hook
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TRANSQUEUE_MAX_LINE_BYTES", "1MB"),
+        ("TRANSQUEUE_MAX_FILE_BYTES", "-5"),
+        ("TRANSQUEUE_MAX_BLOCK_BYTES", "0"),
+        ("TRANSQUEUE_PYSBD_TIMEOUT", "abc"),
+        ("TRANSQUEUE_PYSBD_TIMEOUT", "-1"),
+    ],
+)
+def test_a_bad_input_limit_stops_every_command_with_one_line(name, value):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, name: value}
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli import main; main()", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]  # one line, no traceback
+    assert done.stderr.startswith(f"Error: {name}={value!r}: expected")

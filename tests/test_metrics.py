@@ -34,11 +34,11 @@ def test_job_metrics_and_queue_length(redis_server):
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()
     for line in (
-        'transqueue_job_sentences_done{job="j1"} 2.0',
-        'transqueue_job_sentences_total{job="j1"} 4.0',
-        'transqueue_job_cache_hits{job="j1"} 1.0',
-        'transqueue_job_cache_hit_ratio{job="j1"} 0.5',
-        'transqueue_job_dead_letters{job="j1"} 0.0',
+        'transqueue_job_sentences_done{job_id="j1"} 2.0',
+        'transqueue_job_sentences_total{job_id="j1"} 4.0',
+        'transqueue_job_cache_hits{job_id="j1"} 1.0',
+        'transqueue_job_cache_hit_ratio{job_id="j1"} 0.5',
+        'transqueue_job_dead_letters{job_id="j1"} 0.0',
         'transqueue_jobs{state="running"} 1.0',
         'transqueue_queue_length{queue="metrics-test"} 3.0',
         "transqueue_sentences_translated_total 1.0",
@@ -57,4 +57,23 @@ def test_one_unreadable_job_record_fails_no_scrape(redis_server):
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()
-    assert 'transqueue_job_sentences_total{job="good"} 1.0' in text and 'job="bad"' not in text
+    assert 'transqueue_job_sentences_total{job_id="good"} 1.0' in text and 'job_id="bad"' not in text
+
+
+def test_a_job_finished_over_an_hour_ago_keeps_only_its_state_count(redis_server):
+    import time
+
+    from store.defaults import METRICS_FINISHED_WINDOW_S
+
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url, queue="metrics-test"))
+    for job_id in ("old", "recent"):
+        store.create(NewJob(job_id=job_id, documents=1, segments=1, total=1, chunks=1, out="", origin="f"))
+        store.record(job_id, 0, "a", "A", fingerprint="f", hit=False)  # finishes the job
+    ended = time.time() - METRICS_FINISHED_WINDOW_S - 60
+    store.client.hset("tq:job:old", "finished_at", str(ended))
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(store))
+    text = generate_latest(registry).decode()
+    assert 'transqueue_job_sentences_done{job_id="recent"} 1.0' in text
+    assert 'job_id="old"' not in text and 'transqueue_jobs{state="done"} 2.0' in text

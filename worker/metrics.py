@@ -1,20 +1,24 @@
 """Prometheus metrics of the distributed path, read from Redis at each scrape.
 
-Per job (label ``job``): sentences done and total, cache hits and their ratio, dead
-letters. Overall: chunks waiting in each job's (model's) queue and in the inbox queue,
-sentences translated, cache hits and dead letters over all jobs, and jobs by state.
+Per job (label ``job_id``: ``job`` is the label Prometheus gives every target), for jobs
+not finished or finished within the last `METRICS_FINISHED_WINDOW_S`: sentences done and
+total, cache hits and their ratio, dead letters. Overall: chunks waiting in each job's
+(model's) queue and in the inbox queue, sentences translated, cache hits and dead letters
+over all jobs, and jobs by state.
 Served by `transqueue metrics --port`.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from store.jobstore import CorruptRecord, JobStore
+from store.defaults import METRICS_FINISHED_WINDOW_S
+from store.jobstore import JobStore
 from store.queues import queue_length
 
 
@@ -26,7 +30,7 @@ class JobMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Yield the metrics described in the module docstring."""
-        job = ["job"]
+        job = ["job_id"]
         done = GaugeMetricFamily(
             "transqueue_job_sentences_done", "Distinct sentences of the job translated", labels=job
         )
@@ -44,16 +48,16 @@ class JobMetrics(Collector):
         )
         states: Counter[str] = Counter()
         queues = {self.store.settings.inbox_queue}
-        for job_id in self.store.job_ids():
-            try:
-                info = self.store.info(job_id)
-            except CorruptRecord:  # `transqueue jobs` names it; one bad record fails no scrape
-                continue
-            if info is None:
-                continue
+        recent = time.time() - METRICS_FINISHED_WINDOW_S
+        # one round trip for every job; a record that is not a job is skipped (`transqueue
+        # jobs` names it): one bad record fails no scrape
+        for info in self.store.infos(self.store.job_ids()):
             states[info.state] += 1
             if info.queue:
                 queues.add(info.queue)
+            if info.finished_at is not None and info.finished_at < recent:
+                continue
+            job_id = info.job_id
             done.add_metric([job_id], info.done)
             total.add_metric([job_id], info.total)
             hits.add_metric([job_id], info.hits)
