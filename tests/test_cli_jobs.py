@@ -227,6 +227,7 @@ def test_chunks_show_a_summary_not_their_sentences(redis_server):
 
 
 def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server, tmp_path, tiny_bundle):
+    from store.leases import current_worker
     from store.queues import model_key
 
     redis_server.client().flushdb()
@@ -245,6 +246,11 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
     threading.Timer(1.0, store.cancel, args=[job_id]).start()
     waited = CliRunner().invoke(main, ["wait", job_id], env=env)
     assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
+    store.announce(current_worker(), f"transqueue.{key}", 60)  # as each worker's sweeper does
+    store.announce("elsewhere:7", f"transqueue.{key}", 60)
+    store.announce("other-model:8", f"transqueue.{model_key(Settings())}", 60)
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert f"model        {key} (2 workers serving it)" in status
     bad = CliRunner().invoke(main, [*args[:-1], str(tmp_path)], env=env)
     assert bad.exit_code == 1 and "--model: " in bad.output and "not a transqueue model bundle" in bad.output
 
