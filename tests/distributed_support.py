@@ -97,11 +97,15 @@ class RedisServer:
         )
         log.close()
         client = self.client()
-        wait_for(
-            lambda: self._answers(client),
-            "redis-server to start",
-            detail=lambda: (self.directory / "redis.log").read_text(errors="replace"),
-        )
+        try:
+            wait_for(
+                lambda: self._answers(client),
+                "redis-server to start",
+                detail=lambda: (self.directory / "redis.log").read_text(errors="replace"),
+            )
+        except BaseException:  # never leave a server that did not start running
+            self.kill()
+            raise
 
     @staticmethod
     def _answers(client: redis.Redis) -> bool:
@@ -163,7 +167,11 @@ class Worker:
                 start_new_session=True,
             )
         if wait:
-            wait_for(self.ready, f"worker {self.name} to be ready", detail=self.log_text)
+            try:
+                wait_for(self.ready, f"worker {self.name} to be ready", detail=self.log_text)
+            except BaseException:  # never leave a worker that did not get ready running
+                self.kill()
+                raise
         return self
 
     def ready(self) -> bool:

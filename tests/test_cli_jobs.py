@@ -210,6 +210,22 @@ def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypa
     assert "celery -A worker inspect active_queues" in waited.output
 
 
+def test_wait_exits_1_if_sentences_ended_in_dead_letters(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    letter = DeadLetter(slot=1, text="Good night.", reason="boom", chunk=0, deliveries=3, at=0.0)
+    assert store.dead_letter(job_id, letter).finalized
+    waited = CliRunner().invoke(main, ["wait", "--quiet", job_id], env=env)
+    assert waited.exit_code == 1, waited.output
+    assert f"job {job_id} finished with 1 dead letters; see `transqueue status {job_id}`" in waited.output
+
+    store, job_id, env = unfinished_job(redis_server, tmp_path)  # the same job, translated whole
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    assert store.record(job_id, 1, "Good night.", "晚安。", fingerprint="f", hit=False).finalized
+    waited = CliRunner().invoke(main, ["wait", "--quiet", job_id], env=env)
+    assert waited.exit_code == 0 and waited.output == "", waited.output
+
+
 def test_status_shows_each_dead_letter_reason_once(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     for slot in range(2):
@@ -231,6 +247,7 @@ def test_chunks_show_a_summary_not_their_sentences(redis_server):
 
 
 def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server, tmp_path, tiny_bundle):
+    from store.leases import current_worker
     from store.queues import model_key
 
     redis_server.client().flushdb()
@@ -249,6 +266,11 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
     threading.Timer(1.0, store.cancel, args=[job_id]).start()
     waited = CliRunner().invoke(main, ["wait", job_id], env=env)
     assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
+    store.announce(current_worker(), f"transqueue.{key}", 60)  # as each worker's sweeper does
+    store.announce("elsewhere:7", f"transqueue.{key}", 60)
+    store.announce("other-model:8", f"transqueue.{model_key(Settings())}", 60)
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert f"model        {key} (2 workers serving it)" in status
     bad = CliRunner().invoke(main, [*args[:-1], str(tmp_path)], env=env)
     assert bad.exit_code == 1 and "--model: " in bad.output and "not a transqueue model bundle" in bad.output
 
@@ -315,7 +337,8 @@ def test_a_job_missing_a_stored_record_is_one_line_not_a_traceback(redis_server,
     store.client.delete(JobKeys(job_id).windows)  # expired part way, or evicted
     for command in ("status", "fetch"):
         result = CliRunner().invoke(main, [command, job_id], env=env)
-        assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit)
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
         assert f"job {job_id} has no window 0 of document 0" in result.output, command
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import zstandard
 from click.testing import CliRunner
@@ -169,6 +172,54 @@ def test_out_ending_in_a_slash_is_a_directory_even_before_it_exists(tmp_path, ti
         result = CliRunner().invoke(main, ["translate", str(source), "-o", out, "--model", str(tiny_bundle)])
         assert result.exit_code == 0, result.output
         assert written.is_file()
+
+
+@pytest.fixture(scope="module")
+def precisions_apart(tiny_bundle, tmp_path_factory) -> Path:
+    """A copy of the tiny bundle whose fp32 decoder favours 好 (the random model's int8 and
+    fp32 decoders say the same on every input), so that the output shows the precision used."""
+    import onnx
+
+    bundle = tmp_path_factory.mktemp("precisions-apart") / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    graph = onnx.load(bundle / manifest["graphs"]["decoder"]["fp32"], load_external_data=False)
+    bias = next(tensor for tensor in graph.graph.initializer if tensor.name == "final_logits_bias")
+    where = {entry.key: entry.value for entry in bias.external_data}
+    data = bytearray((bundle / where["location"]).read_bytes())
+    offset, length = int(where["offset"]), int(where["length"])
+    values = np.frombuffer(data[offset : offset + length], dtype=np.float32).copy()
+    values[json.loads((bundle / "vocab.json").read_text())["好"]] = 100.0  # above pad's 50, banned
+    data[offset : offset + length] = values.tobytes()
+    (bundle / where["location"]).write_bytes(data)
+    manifest["files"][where["location"]] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (bundle / "bundle.json").write_text(json.dumps(manifest))
+    return bundle
+
+
+def test_precision_option_and_setting_choose_the_decoder(inputs, precisions_apart):
+    from models.translator import Translator
+
+    story = inputs / "story.txt"
+    models = {precision: Translator(precisions_apart, precision=precision) for precision in ("int8", "fp32")}
+    wanted = {precision: expected(story, model, ReadOptions()) for precision, model in models.items()}
+    assert "好" in wanted["fp32"] and "好" not in wanted["int8"]
+    cases = (
+        (["--precision", "fp32"], {}, "fp32"),
+        ([], {"TRANSQUEUE_PRECISION": "fp32"}, "fp32"),
+        ([], {}, "int8"),
+        (["--precision", "int8"], {"TRANSQUEUE_PRECISION": "fp32"}, "int8"),
+    )
+    for args, env, precision in cases:
+        command = ["translate", str(story), "--model", str(precisions_apart), "--force", *args]
+        result = CliRunner().invoke(main, command, env=env)
+        assert result.exit_code == 0, result.output
+        assert (inputs / "story.zh.txt").read_bytes().decode() == wanted[precision], (args, env)
+    for args, env, precision in cases:  # stdin loads its Translator apart
+        command = ["translate", "-", "--model", str(precisions_apart), *args]
+        result = CliRunner().invoke(main, command, input="I like tea.\n", env=env)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == models[precision].translate_one("I like tea.").text + "\n", (args, env)
 
 
 def test_missing_default_model_says_how_to_get_one(inputs, monkeypatch, tmp_path):

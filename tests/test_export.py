@@ -1,5 +1,7 @@
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import onnx
 import pytest
@@ -257,18 +259,42 @@ def test_local_path_that_is_not_a_checkpoint(tmp_path):
         resolve(str(tmp_path / "empty"))
 
 
-def test_export_without_extra_names_the_extra(monkeypatch):
-    import importlib.util
+# Runs the CLI as if torch were not installed: None in sys.modules makes find_spec("torch")
+# None and any import of it fail. At exit it prints what tried to import torch or loaded
+# a heavy module.
+WITHOUT_TORCH = """
+import atexit, builtins, sys
+sys.modules["torch"] = None
+tried, real_import = [], builtins.__import__
+def spy(name, *args, **kwargs):
+    if name.partition(".")[0] == "torch":
+        tried.append(name)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = spy
+heavy = ("torch", "transformers", "onnx", "sentencepiece")
+loaded = lambda: [name for name in heavy if sys.modules.get(name)]
+atexit.register(lambda: print("tried torch:", tried, "loaded:", loaded(), file=sys.stderr))
+from cli import main
+main()
+"""
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+
+@pytest.mark.parametrize("command", ["export", "validate"])
+def test_export_and_validate_without_torch_name_the_extra_and_import_nothing_heavy(command, tmp_path):
+    args = ["x", "--out", str(tmp_path / "y")] if command == "export" else [str(tmp_path), "--reference", "x"]
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, command, *args],
+        cwd=Path(__file__).resolve().parent.parent,  # this checkout's cli
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    result = CliRunner().invoke(main, ["export", "x", "--out", "y"])
-    assert result.exit_code != 0
-    assert "pip install 'transqueue[export]'" in result.output
-    assert "torch" in result.output
-    assert sys.modules  # the command stopped before importing anything heavy
+    assert done.returncode == 1, done.stderr  # an error, README's exit statuses
+    assert done.stderr.splitlines() == [
+        "Error: this command needs the export extra (missing: torch). "
+        "Install it with: pip install 'transqueue[export]'",
+        "tried torch: [] loaded: []",
+    ]
 
 
 def _edited_copy(tiny_marian_dir, tmp_path, file_name, **changes):

@@ -7,7 +7,6 @@ import io
 import os
 import socket
 import threading
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from producer import defaults
+from producer import defaults, inputs
 from producer.inputs import Limits, decode_input, failure, stdin_lines, stream_input
 from producer.layout import DocumentError
 
@@ -111,16 +110,26 @@ def test_a_line_over_the_limit_names_file_and_line(tmp_path):
     assert str(error.value) == f"{path}:3: line longer than 9 bytes (TRANSQUEUE_MAX_LINE_BYTES)"
 
 
-def test_a_50_mb_single_line_is_refused_at_its_start(tmp_path):
+def test_a_50_mb_single_line_is_refused_at_its_start(tmp_path, monkeypatch):
     path = tmp_path / "one-line.txt"
     with path.open("wb") as handle:
         handle.truncate(50_000_000)  # sparse: 50 MB of NUL bytes, no line break
-    started = time.perf_counter()
+    offsets: list[int] = []  # a duplicate of each descriptor opened: it shares the read offset
+    real_open = inputs.open_regular
+
+    def open_regular(opened: Path):
+        handle = real_open(opened)
+        offsets.append(os.dup(handle.fileno()))
+        return handle
+
+    monkeypatch.setattr(inputs, "open_regular", open_regular)
     with pytest.raises(DocumentError, match=r"one-line\.txt:1: line longer than 1,048,576 bytes"):
         read_input(path, 1 << 20)
-    # Reading stops about one line (1 MiB) in, after milliseconds; the bound is generous, for a
-    # busy machine.
-    assert time.perf_counter() - started < 5
+    (descriptor,) = offsets
+    read = os.lseek(descriptor, 0, os.SEEK_CUR)
+    os.close(descriptor)
+    # Reading stops at the piece that passes the limit: about one line (1 MiB) in.
+    assert (1 << 20) < read <= (1 << 20) + defaults.READ_CHUNK_BYTES
 
 
 @settings(max_examples=200, deadline=None)

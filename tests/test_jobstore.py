@@ -137,6 +137,27 @@ def test_each_slot_counts_once_and_the_last_write_finalizes(store):
     assert store.info("job1").done == 3
 
 
+def test_each_result_and_dead_letter_keeps_the_whole_job_for_the_result_ttl(store):
+    """Results expire TRANSQUEUE_RESULT_TTL after the last write: each write gives the keys it
+    creates (results, capped, dead) the TTL and renews every other key of the job (strikes too)."""
+    make_job(store)
+    keys = JobKeys("job1")
+    store.leases.strike("job1", 0)
+    writes = (
+        lambda: store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False, capped=True),
+        lambda: store.dead_letter("job1", letter(1)),
+        lambda: store.record("job1", 2, "s2", "t2", fingerprint=FP, hit=True),
+    )
+    for write in writes:
+        for key in keys.all():  # as if the job's last write were long ago
+            store.client.expire(key, 100)
+        assert write().written
+        existing = [key for key in keys.all() if store.client.exists(key)]
+        assert {keys.meta, keys.results, keys.capped, keys.strikes} <= set(existing)
+        assert {key: 100 < store.client.ttl(key) <= 500 for key in existing} == dict.fromkeys(existing, True)
+    assert keys.dead in existing and store.info("job1").state == PARTIAL
+
+
 def test_concurrent_writers_finalize_exactly_once(store):
     total = 200
     make_job(store, total=total)

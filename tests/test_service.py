@@ -14,8 +14,8 @@ def test_the_pool_flag_wins_over_the_configured_pool(redis_server, tmp_path, poo
     default) unless `transqueue worker` configures the pool it was given."""
     env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_POOL": "solo"}
     worker = Worker(f"{pool}-flag", env, tmp_path, TRANSQUEUE_WORKER, (f"--pool={pool}", "--concurrency=2"))
-    worker.start()
     try:
+        worker.start()
         assert f"concurrency: 2 ({banner})" in worker.log_text()
     finally:
         worker.stop()

@@ -348,8 +348,20 @@ def test_a_translate_run_streams_windows_each_in_one_call(tmp_path, monkeypatch)
     assert gzip.decompress(target.read_bytes()).decode() == whole.render(
         [translated(s.text) for s in whole.segments]
     )
-    assert len(translator.calls) > 5  # one call per window, not one per file
     assert report.sentences == len(whole.segments)
+    # one call per window, not one per file nor several per window: each call holds its
+    # window's distinct sentences in order, less only those sent before (remembered)
+    windows = [
+        [s.text for s in window.segments] for window in StreamedDocument(source, "csv", OPTIONS).windows()
+    ]
+    assert len(windows) > 5 and len(translator.calls) == len(windows)
+    sent: set[str] = set()
+    for call, window in zip(translator.calls, windows, strict=True):
+        distinct = list(dict.fromkeys(window))
+        assert call == [text for text in distinct if text in call]
+        assert {text for text in distinct if text not in call} <= sent
+        assert {text for text in distinct if "says hello" in text} <= set(call)  # never seen before
+        sent.update(call)
 
 
 def test_a_bad_record_part_way_fails_its_file_alone_and_writes_nothing(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from celery.exceptions import Reject
 from distributed_support import RedisServer
 
 from store.config import Settings
-from store.jobstore import JobStore, NewJob
+from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from worker import tasks
 
 pytest_plugins = ["distributed_support"]
@@ -23,9 +23,9 @@ def server(tmp_path):
     server.kill()
 
 
-def _store_the_chunk(store: JobStore) -> None:
-    """Chunk 0 of job "j" as submit stores it: the messages below are checked against it."""
-    writer = store.writer("j")
+def _store_the_chunk(store: JobStore, job_id: str = "j") -> None:
+    """Chunk 0 of `job_id` as submit stores it: the messages below are checked against it."""
+    writer = store.writer(job_id)
     writer.chunks(0, [[(0, "One."), (1, "Two.")]])
     writer.flush()
 
@@ -111,6 +111,27 @@ def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monk
     monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
     assert sent == [(tasks.DELIVER_TASK, ["j"])]
+
+
+def test_the_chunks_of_a_cancelled_job_are_skipped(server, monkeypatch, tiny_bundle):
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1)
+    store = JobStore.from_settings(settings)
+    for job_id in ("cancelled", "kept"):
+        _store_the_chunk(store, job_id)
+        store.create(
+            NewJob(job_id=job_id, documents=1, segments=2, total=2, chunks=1, out="", origin="files")
+        )
+    assert store.cancel("cancelled")
+    monkeypatch.setattr(tasks, "env_settings", lambda: settings)
+    monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
+    monkeypatch.setattr(tasks.runtime, "_state", {})  # a Translator of the tiny bundle
+    for job_id in ("cancelled", "kept"):
+        tasks.translate_chunk(job_id, 0, [[0, "One."], [1, "Two."]])
+    info = store.info("cancelled")
+    assert (info.state, info.done, info.dead, store.deliveries("cancelled")) == (CANCELLED, 0, 0, 0)
+    assert store.slot_states("cancelled", [0, 1]) == [None, None]
+    # the same chunk of a job not cancelled is translated
+    assert store.info("kept").state == DONE and None not in store.slot_states("kept", [0, 1])
 
 
 def test_a_worker_s_translator_batches_as_its_settings_say(monkeypatch):

@@ -1,9 +1,11 @@
+import itertools
 import json
 import shutil
 
 import numpy as np
 import pytest
 
+from models.batching import split_points
 from models.bundle import BundleError
 from models.translator import Translator
 
@@ -39,8 +41,18 @@ def test_empty_text_is_not_sent_to_the_model(int8):
 def test_overlong_sentence_is_split_not_truncated(int8):
     sentence = " ".join(f"word{i}, and more" for i in range(300))
     result = int8.translate_one(sentence)
-    assert result.source_tokens == len(int8.codec.pieces(sentence)) > 512
-    assert result.parts >= 2
+    pieces = int8.codec.pieces(sentence)
+    assert result.source_tokens == len(pieces) > 512
+    # the parts are cut where split_points cuts, each within the model's positions
+    limit = int8.config.max_positions - len(int8.codec.prefix_ids) - 1
+    bounds = [0, *split_points(pieces, limit), len(pieces)]
+    parts = ["".join(pieces[a:b]).replace("\u2581", " ").strip() for a, b in itertools.pairwise(bounds)]
+    assert [len(int8.codec.pieces(part)) for part in parts] == [b - a for a, b in itertools.pairwise(bounds)]
+    assert result.parts == len(parts) >= 2
+    # and the translation is every part's, translated one by one, joined: none is dropped
+    alone = [int8.translate_one(part) for part in parts]
+    assert result.text == "".join(part.text for part in alone)
+    assert result.target_tokens == sum(part.target_tokens for part in alone)
 
 
 def test_same_output_whatever_the_thread_count_or_instance(tiny_bundle, int8):

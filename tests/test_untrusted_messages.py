@@ -55,18 +55,22 @@ def services(redis_server, tiny_bundle, tmp_path_factory):
         "TRANSQUEUE_THREADS": "1",
         "TRANSQUEUE_SCHEDULE": str(schedule),
     }
-    worker = Worker("w1", env, root, CELERY_WORKER).start()
-    scheduler = Worker("scheduler", env, root, TRANSQUEUE_SCHEDULER).start()
-    yield {
-        "root": root,
-        "schedule": schedule,
-        "worker": worker,
-        "scheduler": scheduler,
-        "url": redis_server.url,
-        "bundle": str(tiny_bundle),
-    }
-    worker.kill()
-    scheduler.kill()
+    worker = Worker("w1", env, root, CELERY_WORKER)
+    scheduler = Worker("scheduler", env, root, TRANSQUEUE_SCHEDULER)
+    try:  # a scheduler that fails to start must not leave the worker running
+        worker.start()
+        scheduler.start()
+        yield {
+            "root": root,
+            "schedule": schedule,
+            "worker": worker,
+            "scheduler": scheduler,
+            "url": redis_server.url,
+            "bundle": str(tiny_bundle),
+        }
+    finally:
+        worker.kill()
+        scheduler.kill()
 
 
 def send(services: dict, task: str, args: list) -> None:
