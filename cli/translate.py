@@ -39,7 +39,7 @@ def load_translator(
 
     `one_at_a_time` (stdin: each line's few sentences translated before the next is read):
     the cores go to the ONNX Runtime ops of one batch, not to batches side by side, of
-    which there would be only one.
+    which there would be only one, and the decoder's threads spin between its steps.
     """
     from models.bundle import BundleError, default_bundle_dir
 
@@ -50,7 +50,7 @@ def load_translator(
 
     try:
         if one_at_a_time:
-            session = SessionOptions(intra_op_threads=threads or cpu_budget())
+            session = SessionOptions(intra_op_threads=threads or cpu_budget(), allow_spinning=True)
             return Translator(model, precision=precision, threads=1, session=session)
         return Translator(model, precision=precision, threads=threads)
     except (BundleError, OSError, ValueError) as error:

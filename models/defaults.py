@@ -26,9 +26,11 @@ INTRA_OP_THREADS = 1
 #: ONNX Runtime graph optimisation level: "disable", "basic", "extended" or "all".
 GRAPH_OPTIMIZATION = "all"
 
-#: Whether ORT's intra-op worker threads spin while waiting for work. Spinning lowers
-#: per-step latency of the many small decoder runs but burns CPU that neighbouring
-#: worker processes could use; bench/bench_session.py measures both.
+#: Whether the decoder's ORT intra-op worker threads spin while waiting for work (there are
+#: none with one intra-op thread, the default). Spinning lowers per-step latency of the
+#: many small decoder runs but burns CPU that neighbouring worker processes could use;
+#: `transqueue translate -`, one batch at a time on every core, turns it on
+#: (bench/bench_session.py measures both).
 ALLOW_SPINNING = False
 
 #: Sentence encoded, and decoded one step, to warm the sessions up before the first request.

@@ -56,7 +56,13 @@ class DecodeOptions:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """ONNX Runtime session settings, shared by every sentence worker of a Translator."""
+    """ONNX Runtime session settings, shared by every sentence worker of a Translator.
+
+    `allow_spinning` applies to the decoder's intra-op threads only (with one intra-op
+    thread, the default, there are none): the decoder's runs, one a token, come one after
+    another, and its threads then wait spinning rather than asleep between them; the
+    encoder's pool never spins, since it would contend with the decoder's between its runs.
+    """
 
     intra_op_threads: int = defaults.INTRA_OP_THREADS
     graph_optimization: str = defaults.GRAPH_OPTIMIZATION
@@ -101,16 +107,15 @@ def _register_shared_arena() -> None:
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg({}))
 
 
-def _session(path: Path, options: SessionOptions) -> ort.InferenceSession:
+def _session(path: Path, options: SessionOptions, spinning: bool) -> ort.InferenceSession:
+    """A session for the graph at `path`; its intra-op threads spin only if `spinning`."""
     settings = ort.SessionOptions()
     settings.add_session_config_entry("session.use_env_allocators", "1")
     settings.graph_optimization_level = _OPTIMIZATION[options.graph_optimization]
     settings.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     settings.intra_op_num_threads = options.intra_op_threads
     settings.inter_op_num_threads = 1
-    settings.add_session_config_entry(
-        "session.intra_op.allow_spinning", "1" if options.allow_spinning else "0"
-    )
+    settings.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     try:
         return ort.InferenceSession(str(path), settings, providers=["CPUExecutionProvider"])
     except Exception as error:  # ORT raises its own exception types
@@ -263,8 +268,10 @@ class Translator:
         graphs = [name for name in used if name not in {path.name for path in tokenizers}]
         with ThreadPoolExecutor(3, thread_name_prefix="translator-load") as pool:
             checked = pool.submit(verify_files, self.manifest, graphs) if verify else None
-            encoder = pool.submit(_session, encoder_path, session)
-            decoder = pool.submit(_session, decoder_path, session)
+            # only the decoder's threads may spin: its runs come one after another, while
+            # a spinning encoder pool would contend with them between its own runs
+            encoder = pool.submit(_session, encoder_path, session, False)
+            decoder = pool.submit(_session, decoder_path, session, session.allow_spinning)
             try:
                 self._encoder, self._decoder = encoder.result(), decoder.result()
             finally:

@@ -390,10 +390,14 @@ def test_report_refuses_stdin_and_an_unwritable_file(tmp_path, tiny_bundle):
 
 def test_stdin_gives_one_batch_at_a_time_every_core(tiny_bundle):
     """stdin translates each line before it reads the next: its Translator runs one batch
-    at a time with all the ONNX Runtime threads, files batches side by side on one each."""
+    at a time with all the ONNX Runtime threads (the decoder's spinning between steps),
+    files batches side by side on one each."""
     from cli.translate import load_translator
 
     lines = load_translator(tiny_bundle, "int8", 2, one_at_a_time=True)
     files = load_translator(tiny_bundle, "int8", 2)
     assert (lines.workers, lines._decoder.get_session_options().intra_op_num_threads) == (1, 2)
     assert (files.workers, files._decoder.get_session_options().intra_op_num_threads) == (2, 1)
+    spinning = "session.intra_op.allow_spinning"  # between the steps of the one batch
+    assert lines._decoder.get_session_options().get_session_config_entry(spinning) == "1"
+    assert files._decoder.get_session_options().get_session_config_entry(spinning) == "0"

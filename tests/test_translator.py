@@ -61,6 +61,22 @@ def test_same_output_whatever_the_thread_count_or_instance(tiny_bundle, int8):
     assert [r.text for r in int8.translate(sentences)] == [r.text for r in two_threads.translate(sentences)]
 
 
+def test_only_the_decoders_threads_spin_and_outputs_stay_the_same(tiny_bundle, int8):
+    from models.translator import SessionOptions
+
+    spinning = Translator(
+        tiny_bundle, threads=1, session=SessionOptions(intra_op_threads=2, allow_spinning=True)
+    )
+
+    def spins(session) -> str:
+        return session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+
+    assert spins(spinning._decoder) == "1" and spins(spinning._encoder) == "0"
+    assert spins(int8._decoder) == "0"
+    sentences = ["Hello there.", "The station is closed today.", "Why?"]
+    assert [r.text for r in spinning.translate(sentences)] == [r.text for r in int8.translate(sentences)]
+
+
 def test_fingerprint_depends_on_precision(tiny_bundle, int8):
     fp32 = Translator(tiny_bundle, precision="fp32", warmup=False)
     assert fp32.fingerprint != int8.fingerprint
