@@ -162,7 +162,9 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
     import ctranslate2
 
     ours = Translator(paths["row"], threads=cores)
-    wide = Translator(paths["row"], threads=1, session=SessionOptions(intra_op_threads=cores))
+    wide = Translator(  # as `transqueue translate -` builds it
+        paths["row"], threads=1, session=SessionOptions(intra_op_threads=cores, allow_spinning=True)
+    )
     engine = ctranslate2.Translator(
         str(paths["ct2"]), device="cpu", compute_type="int8", inter_threads=1, intra_threads=cores
     )
@@ -182,7 +184,7 @@ def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: 
     variants: dict[str, Callable[[str], object]] = {
         "CTranslate2 int8, intra_threads = cores": ct2,
         "transqueue int8, `translate_one` (default: 1 ORT thread)": ours.translate_one,
-        "transqueue int8, `translate_one` on an ORT session with all cores": wide.translate_one,
+        "transqueue int8, `translate_one` as `translate -` (all cores, decoder spinning)": wide.translate_one,
         "PyTorch fp32, `generate`, torch threads = cores": pytorch,
     }
     medians: dict[str, list[float]] = {variant: [] for variant in variants}
