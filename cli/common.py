@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import click
 
 from producer import defaults as producer_defaults
-from store.config import ConfigError, Settings
+from store.config import ConfigError, Settings, redacted
 
 if TYPE_CHECKING:
     from store.jobstore import JobInfo, JobStore
@@ -27,15 +27,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit status when Redis cannot be reached or refuses the credentials.
 EXIT_REDIS = 3
-
-
-def redacted(url: str) -> str:
-    """`url` with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def redis_failure(url: str, exc: Exception) -> str:
@@ -81,8 +72,8 @@ def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
         ctx.exit(EXIT_REDIS)
     if isinstance(exc, BadName | CorruptRecord):
         raise click.ClickException(str(exc)) from None
-    if isinstance(exc, redis.ResponseError):  # a refused password, a DB index out of range, ...
-        raise click.ClickException(f"Redis at {_redis_url()} refused: {exc}") from None
+    if isinstance(exc, redis.ResponseError):  # a DB index out of range, NOPERM, OOM, ...
+        raise click.ClickException(f"Redis at {redacted(_redis_url())} refused: {exc}") from None
 
 
 def _redis_url() -> str:
@@ -101,13 +92,24 @@ def refuse_bad_credentials(settings: Settings) -> None:
     client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
     try:
         client.ping()
-    except (redis.AuthenticationError, redis.ResponseError) as exc:
-        click.echo(f"Error: {redis_failure(settings.redis_url, exc)}", err=True)
-        click.get_current_context().exit(EXIT_REDIS)
-    except (redis.ConnectionError, redis.TimeoutError):
-        return
+    except redis.AuthenticationError as exc:
+        refused: Exception | None = exc
+    except redis.ResponseError as exc:  # MISCONF, BUSY, LOADING, ... pass: only these are for good
+        refused = exc if str(exc).startswith(_REFUSED_FOR_GOOD) else None
+    except redis.RedisError:  # down, or anything Celery is left to report
+        refused = None
+    else:
+        refused = None
     finally:
         client.close()
+    if refused is not None:
+        click.echo(f"Error: {redis_failure(settings.redis_url, refused)}", err=True)
+        click.get_current_context().exit(EXIT_REDIS)
+
+
+#: Redis replies to a connection's PING that no wait changes: a database index out of range
+#: (the URL's /N), an ACL user without the right.
+_REFUSED_FOR_GOOD = ("DB index is out of range", "NOPERM")
 
 
 def cli_settings() -> Settings:

@@ -165,14 +165,17 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             skipped[name.encode("utf-8", "backslashreplace").decode()] = "the file name is not UTF-8"
             continue
         try:
-            digest = f"{_digest(task.source, options)}:{settings}"
+            content = _digest(task.source, options)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
             continue
         except DocumentError as exc:  # not a regular file, or a line over the limit
             skipped[name] = str(exc)
             continue
-        if seen.get(name) == digest or (name, digest) in pending:
+        digest = f"{content}:{settings}"
+        # a bare sha256 is a record from before the settings were part of it: taken as made
+        # with the current settings, so an upgrade translates nothing again
+        if seen.get(name) in (digest, content) or {(name, digest), (name, content)} & pending:
             continue
         try:
             job.add(file_source(task, outbox))

@@ -24,6 +24,7 @@ Together these make rendering the sentence texts themselves reproduce the input 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -103,6 +104,11 @@ class Encoded:
 
 
 Part = str | Slot | Gap | Encoded
+
+#: What may lie between two sentences for it to be a `Gap`: whitespace, but for tabs and the
+#: line and page breaks that are protected spans (`producer.protect`): a space, a no-break
+#: space after an HTML full stop, an ideographic space.
+_SPACES = re.compile(r"[^\S\t\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]*")
 Pair = tuple[tuple[int, int], tuple[int, int]]
 
 
@@ -162,9 +168,10 @@ class LayoutBuilder:
                     sentence_end = None
                     continue
                 split = bool(cuts) and touches(logical, (start, end), cuts)
-                # only spaces (and the line breaks read as one) may be a gap: the paragraph's
-                # own text, such as a protected span starting this sentence, never is
-                gap = sentence_end is not None and not logical[sentence_end:piece_start].strip(" ")
+                # only spaces (any but a tab, and the line breaks read as one) may be a gap:
+                # the paragraph's own text, such as a protected span starting this sentence,
+                # never is
+                gap = sentence_end is not None and bool(_SPACES.fullmatch(logical, sentence_end, piece_start))
                 self._slot(pieces, starts, pairs, text, piece_start, piece_end, gap, split)
                 sentence_end = piece_end if piece_end == end else None
 

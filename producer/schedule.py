@@ -129,7 +129,7 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
         raise ScheduleError(f"{where}: {exc}") from None
     try:
         when = entry.celery_schedule()
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: an int too large for a float
         raise ScheduleError(f"{where}: schedule {schedule!r}: {exc}") from None
     if isinstance(when, float) and not 0 < when <= MAX_INTERVAL_S:  # nan and inf fail too
         raise ScheduleError(

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from models.defaults import PRECISIONS
 from store import defaults
@@ -98,10 +99,10 @@ class Settings:
             if not (math.isfinite(value) and low <= value <= high):
                 raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be {low} to {high}")
         scheme = self.redis_url.partition("://")[0]
-        if scheme not in ("redis", "rediss", "unix") or "://" not in self.redis_url:
+        if scheme not in ("redis", "rediss") or "://" not in self.redis_url:  # Celery's broker too
             raise ConfigError(
-                f"{defaults.ENV_PREFIX}REDIS_URL={self.redis_url!r}: expected redis://HOST:PORT/DB "
-                "(or rediss://, unix://)"
+                f"{defaults.ENV_PREFIX}REDIS_URL={redacted(self.redis_url)!r}: expected "
+                "redis://HOST:PORT/DB (or rediss:// for TLS)"
             )
         for spec in filter(None, self.test_poison.split(",")):
             mode, _, text = spec.partition(":")
@@ -115,6 +116,15 @@ class Settings:
     def bundle_dir(self) -> Path | None:
         """The bundle directory, or None for the bundled demo model."""
         return Path(self.bundle) if self.bundle else None
+
+
+def redacted(url: str) -> str:
+    """`url` with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 @functools.cache

@@ -45,3 +45,37 @@ def test_the_worker_and_translate_commands_import_neither_celery_nor_redis_befor
     for command in ("worker", "translate"):
         loaded = _modules_loaded_with(command)
         assert "'celery'" not in loaded and "'redis'" not in loaded and "'kombu'" not in loaded, command
+
+
+def test_only_a_refusal_for_good_stops_a_long_running_command(tmp_path):
+    # a worker waits out a Redis that is down or busy (MISCONF here: a failed snapshot), and
+    # stops at once only for what no wait changes (a database index out of range)
+    import shutil
+    import time
+
+    import click
+    import pytest
+    from distributed_support import RedisServer
+
+    from cli.common import EXIT_REDIS, refuse_bad_credentials
+    from store.config import Settings
+
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        client = server.client()
+        client.config_set("save", "3600 1")
+        client.set("a", "1")
+        shutil.rmtree(tmp_path / "redis")  # its snapshot can no longer be written
+        client.bgsave()
+        deadline = time.monotonic() + 30
+        while client.info("persistence")["rdb_last_bgsave_status"] != "err":
+            assert time.monotonic() < deadline, "the snapshot never failed"
+            time.sleep(0.05)
+        with click.Context(click.Command("worker")):
+            refuse_bad_credentials(Settings(redis_url=server.url))  # MISCONF: returns
+            with pytest.raises(click.exceptions.Exit) as stopped:
+                refuse_bad_credentials(Settings(redis_url=server.url.replace("/0", "/99")))
+        assert stopped.value.exit_code == EXIT_REDIS
+    finally:
+        server.kill()

@@ -49,7 +49,16 @@ def test_variables_override_with_their_types():
         ("TRANSQUEUE_INBOX_LOCK_TIMEOUT", "0", "TRANSQUEUE_INBOX_LOCK_TIMEOUT=0: must be 1 to"),
         ("TRANSQUEUE_METRICS_PORT", "99999", "TRANSQUEUE_METRICS_PORT=99999: must be 1 to 65535"),
         ("TRANSQUEUE_REDIS_URL", "notaurl", "TRANSQUEUE_REDIS_URL='notaurl': expected redis://"),
-        ("TRANSQUEUE_REDIS_URL", "amqp://x", "TRANSQUEUE_REDIS_URL='amqp://x': expected redis://"),
+        (
+            "TRANSQUEUE_REDIS_URL",
+            "amqp://u:pw@x",
+            "TRANSQUEUE_REDIS_URL='amqp://u:\\*\\*\\*@x': expected redis://",
+        ),
+        (
+            "TRANSQUEUE_REDIS_URL",
+            "unix:///tmp/r.sock",
+            "unix:///tmp/r.sock': expected redis://HOST:PORT/DB",
+        ),
         ("TRANSQUEUE_POOL", "gevent", "TRANSQUEUE_POOL='gevent': expected one of"),
         ("TRANSQUEUE_PRECISION", "fp16", "TRANSQUEUE_PRECISION='fp16'"),
         ("TRANSQUEUE_TEST_POISON", "boom", "TRANSQUEUE_TEST_POISON='boom'"),

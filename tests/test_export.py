@@ -391,3 +391,11 @@ def test_export_never_replaces_a_directory_that_is_not_a_bundle_and_a_bundle_onl
     result = runner.invoke(main, [*args, "--force"])
     assert result.exit_code == 0, result.output
     assert read_manifest(out).data["validation"] == {"skipped": True}
+
+
+def test_an_existing_bundle_is_refused_before_the_hub_is_asked(tiny_bundle, monkeypatch, tmp_path):
+    from models.builder.export import ExportError, ExportOptions, export
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # asked, it would fail with a SourceError
+    with pytest.raises(ExportError, match="holds a bundle already: pass --force"):
+        export("Helsinki-NLP/opus-mt-en-zh", tiny_bundle, ExportOptions())

@@ -246,3 +246,11 @@ def test_a_delivered_file_is_translated_again_for_a_new_outbox_or_fields(store, 
     assert run_inbox(store, moved).state == NOTHING_NEW
     assert (tmp_path / "outbox2" / "a.txt").read_text(encoding="utf-8") == "译0\n"
     assert run_inbox(store, dataclasses.replace(moved, reflow=True)).state == SUBMITTED
+
+
+def test_records_from_before_the_settings_hash_translate_nothing_again(store, entry):
+    import hashlib
+
+    content = hashlib.sha256((Path(entry.inbox) / "a.txt").read_bytes()).hexdigest()
+    store.runs.mark_seen("docs", {"a.txt": content})  # as the code before it recorded a file
+    assert run_inbox(store, entry).state == NOTHING_NEW

@@ -116,6 +116,12 @@ def test_line_and_page_breaks_other_than_newline_are_kept_and_never_sent(separat
     assert out == f"译文0。{separator}译文1。{separator}译文2。\n"
 
 
+@pytest.mark.parametrize("space", [" ", "  ", "\u00a0 ", "\u3000", "\u202f"])
+def test_any_space_but_a_tab_between_two_chinese_sentences_is_dropped(space):
+    doc = parse_text(f"Hello there.{space}Good morning.\n", "txt")
+    assert doc.render(["你好。", "早上好。"]) == "你好。早上好。\n"
+
+
 def test_a_tab_between_two_sentences_is_kept():
     doc = parse_text("Hello world.\tGood morning. Bye now.\n", "txt")
     assert doc.render(["你好。", "早上好。", "再见。"]) == "你好。\t早上好。再见。\n"

@@ -66,6 +66,7 @@ def test_json_schedule(tmp_path):
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": float("nan")}, "above 0 .* not nan"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": float("inf")}, "at most 31,622,400"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1e15}, "at most 31,622,400"),
+        ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 10**400}, "too large to convert"),
         ({"name": "a", "inbox": "i", "outbox": "i/", "schedule": 1}, "outbox must differ"),
         ({"name": "a", "inbox": "i", "outbox": "./i", "schedule": 1}, "outbox must differ"),
         ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "color": 1}, "unknown keys"),

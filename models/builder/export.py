@@ -284,7 +284,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
 
 
 def export(source: str, out: Path, options: ExportOptions) -> dict:
-    """Resolve `source` (directory or hub id) and build its bundle in `out`."""
+    """Resolve `source` (directory or hub id) and build its bundle in `out` (checked first,
+    before any download)."""
+    check_out(out, options.replace)
     return build_bundle(resolve(source, options.revision), out, options)
 
 

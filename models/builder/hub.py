@@ -19,6 +19,7 @@ CHECKPOINT_FILES = [
     "source.spm",
     "target.spm",
     "vocab.json",
+    "target_vocab.json",  # only models with separate vocabularies have one: export refuses them
     "tokenizer_config.json",
     "special_tokens_map.json",
     "README.md",
