@@ -200,8 +200,13 @@ def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypa
 
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     monkeypatch.setattr(defaults, "NO_WORKER_HINT_AFTER", 0.3)
-    threading.Timer(1.5, store.cancel, args=[job_id]).start()
-    waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    # cancelled well after the 0.3 s hint is due, so that a loaded machine still gets there
+    cancel = threading.Timer(4.0, store.cancel, args=[job_id])
+    cancel.start()
+    try:
+        waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    finally:
+        cancel.cancel()  # a failed wait leaves no timer to fire into a later test
     assert waited.exit_code == 1 and f"job {job_id} was cancelled" in waited.output
     assert waited.output.count("no worker has taken a chunk") == 1
     queue = store.info(job_id).queue  # the job's model's queue, the one a worker must consume
@@ -263,8 +268,12 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
     assert redis_server.client().llen(f"transqueue.{key}") == 1  # waiting on its model's queue
     status = CliRunner().invoke(main, ["status", job_id], env=env).output
     assert f"model        {key} (0 workers serving it)" in status
-    threading.Timer(1.0, store.cancel, args=[job_id]).start()
-    waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    cancel = threading.Timer(3.0, store.cancel, args=[job_id])  # ends the wait once it has said so
+    cancel.start()
+    try:
+        waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    finally:
+        cancel.cancel()
     assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
     store.announce(current_worker(), f"transqueue.{key}", 60)  # as each worker's sweeper does
     store.announce("elsewhere:7", f"transqueue.{key}", 60)

@@ -585,9 +585,11 @@ def test_a_redis_restart_mid_job_while_a_client_waits(cluster, translator, tmp_p
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1)
+    # its first progress line says it has read the job and is polling (not a sleep's guess)
+    first = waiter.stderr.readline()
+    assert first.startswith(f"{job_id}: "), first
     cluster.redis.kill()
-    time.sleep(2)
+    time.sleep(2)  # Redis stays down a while: the waiter must notice and say so once
     cluster.redis.start()  # same port and directory: the AOF brings everything back
     info = cluster.wait_job(job_id, store)
     _, err = waiter.communicate(timeout=JOB_TIMEOUT)
