@@ -9,6 +9,7 @@ unreachable or refusing the credentials.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -213,6 +214,18 @@ def protect_option(command: F) -> F:
         help="Keep text matching REGEX as it is, never translated (repeatable; added to the "
         "built-in protected spans and to TRANSQUEUE_PROTECT, one pattern a line).",
     )(command)
+
+
+def stop_cleanly_on_termination() -> None:
+    """Make SIGTERM and SIGHUP unwind this process as Ctrl-C does (exit status 128 + the
+    signal's number), so that the temporary file of an output being written is removed on
+    the way out: by default they end the process at once and leave it behind."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, stop)
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from cli.common import (
     open_report,
     protect_option,
     record_options,
+    stop_cleanly_on_termination,
 )
 from producer.documents import DocumentError, ReadOptions
 from producer.files import contained, plan_files
@@ -271,6 +272,7 @@ def fetch_command(
     be unchanged (size and sha256 as at submit): a --source file, or else the file at the
     path it was submitted from; without one, it is reported and the others are written.
     """
+    stop_cleanly_on_termination()
     store = cli_store(watching=True)
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN

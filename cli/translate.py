@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import open_report, protect_option, record_options
+from cli.common import open_report, protect_option, record_options, stop_cleanly_on_termination
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
@@ -118,6 +118,7 @@ def translate_command(
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
+    stop_cleanly_on_termination()
     read = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     if Path("-") in inputs:
         if len(inputs) > 1 or out is not None or report_path is not None:
@@ -130,6 +131,10 @@ def translate_command(
         tasks = plan_files(inputs, out and Path(out), out_is_dir=bool(out) and out.endswith(("/", os.sep)))
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
+    if report_path is not None:
+        planned = {os.path.realpath(path) for task in tasks for path in (task.source, task.target)}
+        if os.path.realpath(report_path) in planned:
+            raise click.UsageError(f"--report {report_path} is one of the run's inputs or outputs")
     with open_report(report_path) as flagged:
         report = RunReport(quality=FlagLog(flagged))
         _translate_files(

@@ -75,7 +75,11 @@ def _real(path: Path) -> Path:
 
 def _walk(root: Path, out: Path) -> Iterator[Path]:
     out = _real(out)
-    for directory, subdirectories, names in os.walk(root):
+
+    def unreadable(error: OSError) -> None:  # a directory that cannot be listed is no empty one
+        raise DocumentError(f"{error.filename}: cannot read this directory ({error.strerror or error})")
+
+    for directory, subdirectories, names in os.walk(root, onerror=unreadable):
         subdirectories.sort()
         base = Path(directory)
         subdirectories[:] = [d for d in subdirectories if _real(base / d) != out]

@@ -13,6 +13,7 @@ A sentence repeated in a run is translated once, as long as the run's translatio
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -123,7 +124,9 @@ def read_tasks(
     """
     documents: list[tuple[FileTask, StreamedDocument | ParquetDocument]] = []
     for task in tasks:
-        if task.target.exists() and not options.force:
+        # lexists: False, not PermissionError, where the target's directory cannot be
+        # entered; writing it then fails for that file alone, naming the output
+        if os.path.lexists(task.target) and not options.force:
             report.skipped.append(task.target)
             continue
         try:
@@ -160,7 +163,11 @@ def translate_files(
             translate = partial(translations.checked, str(task.source), progress=progress)
             try:
                 document.write(task.target, translate)
-            except (DocumentError, OSError) as error:
+            except OSError as error:  # named after the output when writing it failed
+                writing = error.filename is not None and Path(error.filename) != task.source
+                report.errors.append(failure(task.target if writing else task.source, error))
+                continue
+            except DocumentError as error:
                 report.errors.append(failure(task.source, error))
                 continue
             report.written.append(task.target)

@@ -388,6 +388,57 @@ def test_report_refuses_stdin_and_an_unwritable_file(tmp_path, tiny_bundle):
     assert not (tmp_path / "a.zh.txt").exists()
 
 
+def test_a_report_never_names_an_input_or_an_output(tmp_path, tiny_bundle):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "c.txt").write_text("Hello world.\n")
+    (corpus / "flags.jsonl").write_text('{"text": "Hello."}\n')  # a report left there before
+    (tmp_path / "c.zh.txt").write_text("PRECIOUS\n")
+    model = ["--model", str(tiny_bundle)]
+    for args in (
+        [str(corpus / "c.txt"), "--report", str(corpus / "c.txt")],
+        [str(corpus / "c.txt"), "-o", str(tmp_path), "--report", str(tmp_path / "c.zh.txt")],
+        [str(corpus), "--field", "text", "--report", str(corpus / "flags.jsonl")],
+    ):
+        result = CliRunner().invoke(main, ["translate", *args, *model])
+        assert result.exit_code == 2 and "is one of the run's inputs or outputs" in result.output
+    assert (corpus / "c.txt").read_text() == "Hello world.\n"
+    assert (tmp_path / "c.zh.txt").read_text() == "PRECIOUS\n"
+
+
+def test_an_output_that_cannot_be_written_is_named_as_the_output(tmp_path, tiny_bundle):
+    (tmp_path / "in").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "in" / name).write_text("Hello world.\n")
+    (tmp_path / "taken").write_text("a file where the output directory would go\n")
+    args = ["translate", str(tmp_path / "in"), "-o", str(tmp_path / "taken"), "--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert f"error: {tmp_path / 'taken' / 'a.txt'}:" in result.output
+    assert f"error: {tmp_path / 'in' / 'a.txt'}" not in result.output
+
+
+def test_sigterm_leaves_no_temporary_output_behind(tmp_path, tiny_bundle):
+    import signal
+    import time
+
+    source = tmp_path / "big.txt"
+    source.write_text("".join(f"Sentence number {n} is here.\n" for n in range(40000)))
+    run = subprocess.Popen(
+        [TRANSQUEUE, "translate", str(source), "--model", str(tiny_bundle)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".big.zh.txt.*.tmp")):  # it has started writing
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=120) == 128 + signal.SIGTERM
+    assert not list(tmp_path.glob(".*.tmp")) and not (tmp_path / "big.zh.txt").exists()
+
+
 def test_stdin_gives_one_batch_at_a_time_every_core(tiny_bundle):
     """stdin translates each line before it reads the next: its Translator runs one batch
     at a time with all the ONNX Runtime threads (the decoder's spinning between steps),

@@ -58,3 +58,12 @@ def test_the_root_directory_needs_an_output_directory():
         DocumentError, match="^/: the root directory has no sibling for its output; give -o DIR$"
     ):
         plan_files([Path("/")])
+
+
+def test_a_directory_that_cannot_be_listed_stops_the_plan_naming_it(tmp_path: Path):
+    # as root no permission denies a listing, so the walk meets a directory gone instead;
+    # either way it is reported, never taken for an empty directory
+    from producer.files import _walk
+
+    with pytest.raises(DocumentError, match=f"{tmp_path / 'gone'}: cannot read this directory"):
+        list(_walk(tmp_path / "gone", tmp_path / "out"))
