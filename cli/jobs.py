@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter, deque
@@ -166,7 +167,7 @@ def status_command(job_id: str) -> None:
         click.echo(f"  {len(letters)} sentences: {reason}")
         for letter in letters[:SHOWN_PER_REASON]:
             click.echo(
-                f"    sentence {letter.slot} (chunk {letter.chunk}, {letter.deliveries} strikes): "
+                f"    sentence {letter.slot} (chunk {letter.chunk}, delivery {letter.deliveries}): "
                 f"{letter.text!r}"
             )
         if len(letters) > SHOWN_PER_REASON:
@@ -257,8 +258,14 @@ def wait_command(job_id: str, quiet: bool) -> None:
     help="A Parquet file the job was submitted from (repeatable); default: the path it was submitted "
     "from, if that file is unchanged.",
 )
+@click.option("--force", is_flag=True, help="Overwrite outputs that exist already (default: skip them).")
 def fetch_command(
-    job_id: str, out: Path | None, follow: bool, report_path: Path | None, sources: tuple[Path, ...]
+    job_id: str,
+    out: Path | None,
+    follow: bool,
+    report_path: Path | None,
+    sources: tuple[Path, ...],
+    force: bool,
 ) -> None:
     """Write a job's finished documents (all of them with --follow).
 
@@ -268,19 +275,31 @@ def fetch_command(
     in dead letters stay in the source language; they are listed and the exit status is 1,
     as it is when documents are left unfinished (the job is still running, or cancelled).
     Nothing is written if any target is one of the job's inputs or would land outside
-    the output directory. A Parquet document is written from its original file, which must
-    be unchanged (size and sha256 as at submit): a --source file, or else the file at the
-    path it was submitted from; without one, it is reported and the others are written.
+    the output directory; an output that exists already is skipped unless --force. A
+    Parquet document is written from its original file, which must be unchanged (size and
+    sha256 as at submit): a --source file, or else the file at the path it was submitted
+    from; without one, it is reported and the others are written.
     """
     stop_cleanly_on_termination()
     store = cli_store(watching=True)
     info = job_info(store, job_id)
     stream = info.origin == STDIN_ORIGIN
+    if stream and out is not None:
+        raise click.UsageError("a stdin job's records go to stdout: --out does not apply")
     out_dir = out or Path(info.out)
-    written, dead, missing, refused = 0, [], [], []
+    written, skipped, dead, missing, refused = 0, 0, [], [], []
     try:
         if not stream:
-            check_targets(store.documents(job_id), out_dir)
+            documents = store.documents(job_id)
+            check_targets(documents, out_dir)
+            if report_path is not None:
+                named = [
+                    *sources,
+                    *(Path(d.name) for d in documents),
+                    *(out_dir / d.target for d in documents),
+                ]
+                if os.path.realpath(report_path) in {os.path.realpath(path) for path in named}:
+                    raise click.UsageError(f"--report {report_path} is one of the job's inputs or outputs")
         with open_report(report_path) as report:
             flags = FlagLog(report)
             for rendered in iter_documents(
@@ -296,10 +315,12 @@ def fetch_command(
                     sys.stdout.buffer.flush()
                 else:
                     record = rendered.record
+                    target = contained(out_dir, record.target)
+                    if not force and os.path.lexists(target):
+                        skipped += 1
+                        continue
                     try:
-                        write_document(
-                            rendered, contained(out_dir, record.target), [*sources, Path(record.name)]
-                        )
+                        write_document(rendered, target, [*sources, Path(record.name)])
                     except OriginalMissing as exc:
                         missing.append(str(exc))
                         continue
@@ -313,9 +334,11 @@ def fetch_command(
     where = "stdout" if stream else str(out_dir)
     unit = "records" if stream else "documents"
     summary = f"{written} of {info.documents} {unit} written to {where}"
+    if skipped:
+        summary += f", {skipped} skipped (output exists; --force overwrites)"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    unfinished = info.documents - written - len(missing) - len(refused)
+    unfinished = info.documents - written - skipped - len(missing) - len(refused)
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)

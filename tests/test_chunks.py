@@ -129,7 +129,7 @@ def test_past_the_cap_the_first_unwritten_sentence_is_given_up(store):
     assert (outcome.translated, outcome.dead) == (1, 1)
     letter = store.dead_letters("j")[1]
     assert letter.text == "crasher." and letter.deliveries == 4
-    assert "delivered 4 times" in letter.reason
+    assert "lost on each of the 3 deliveries before this one (cap 3)" in letter.reason
 
 
 def test_a_worker_with_another_model_does_not_mix_outputs(store):

@@ -336,9 +336,31 @@ def test_fetch_reports_an_output_it_cannot_write_and_writes_the_others(redis_ser
     out = tmp_path / "fetched"
     (target,) = [record.target for record in store.documents(job_id)]
     (out / target).mkdir(parents=True)  # a directory where the output goes
-    fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out)], env=env)
+    skipped = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out)], env=env)
+    assert skipped.exit_code == 0 and "1 skipped (output exists; --force overwrites)" in skipped.output
+    fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out), "--force"], env=env)
     assert fetched.exit_code == 1 and "Traceback" not in fetched.output, fetched.output
     assert f"error: {target}: Is a directory" in fetched.output
+
+
+def test_fetch_keeps_existing_outputs_and_its_report_off_inputs_and_outputs(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, f"s{slot}", f"译{slot}", fingerprint="f", hit=False)
+    out = tmp_path / "fetched"
+    (record,) = store.documents(job_id)
+    for report in (Path(record.name), out / record.target):
+        result = CliRunner().invoke(
+            main, ["fetch", job_id, "--out", str(out), "--report", str(report)], env=env
+        )
+        assert result.exit_code == 2 and "is one of the job's inputs or outputs" in result.output
+    assert CliRunner().invoke(main, ["fetch", job_id, "--out", str(out)], env=env).exit_code == 0
+    (out / record.target).write_text("my reviewed translation\n", encoding="utf-8")
+    again = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out)], env=env)
+    assert again.exit_code == 0 and "0 of 1 documents written" in again.output
+    assert (out / record.target).read_text(encoding="utf-8") == "my reviewed translation\n"
+    forced = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out), "--force"], env=env)
+    assert forced.exit_code == 0 and "译" in (out / record.target).read_text(encoding="utf-8")
 
 
 def test_a_job_missing_a_stored_record_is_one_line_not_a_traceback(redis_server, tmp_path):

@@ -124,7 +124,9 @@ def process_chunk(
 
     if todo and deliveries > max_deliveries:
         writer.dead_letter(
-            todo[0], f"delivered {deliveries} times (cap {max_deliveries}); its worker was lost each time"
+            todo[0],
+            f"its worker was lost on each of the {deliveries - 1} deliveries before this one "
+            f"(cap {max_deliveries})",
         )
         todo = todo[1:]
     if deliveries == 1 and todo:
