@@ -287,6 +287,7 @@ def fetch_command(
     if stream and out is not None:
         raise click.UsageError("a stdin job's records go to stdout: --out does not apply")
     out_dir = out or Path(info.out)
+    where, unit = ("stdout", "records") if stream else (str(out_dir), "documents")
     written, skipped, dead, missing, refused = 0, 0, [], [], []
     try:
         if not stream:
@@ -330,9 +331,9 @@ def fetch_command(
                 written += 1
                 dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
+        if written:  # say what is on disk before why the rest is not (--follow, cancelled)
+            click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
         raise click.ClickException(str(exc)) from None
-    where = "stdout" if stream else str(out_dir)
-    unit = "records" if stream else "documents"
     summary = f"{written} of {info.documents} {unit} written to {where}"
     if skipped:
         summary += f", {skipped} skipped (output exists; --force overwrites)"

@@ -184,6 +184,35 @@ def unfinished_job(redis_server, tmp_path) -> tuple[JobStore, str, dict[str, str
     return JobStore.from_settings(Settings(redis_url=redis_server.url)), submitted.output.strip(), env
 
 
+def test_fetch_follow_of_a_job_cancelled_part_way_says_what_it_wrote(redis_server, tmp_path):
+    redis_server.client().flushdb()
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis_server.url,
+        "TRANSQUEUE_QUEUE": "nobody",
+        "TRANSQUEUE_POLL_INTERVAL": "0.05",
+    }
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Hello there.\n", encoding="utf-8")
+    (corpus / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    job_id = (
+        CliRunner()
+        .invoke(main, ["submit", str(corpus), "--out", str(tmp_path / "out")], env=env)
+        .output.strip()
+    )
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)  # a.txt done
+    cancel = threading.Timer(1.0, store.cancel, args=[job_id])
+    cancel.start()
+    try:
+        fetched = CliRunner().invoke(main, ["fetch", job_id, "--follow"], env=env)
+    finally:
+        cancel.cancel()
+    assert fetched.exit_code == 1 and f"job {job_id} was cancelled" in fetched.output
+    assert f"1 of 2 documents written to {tmp_path / 'out'}" in fetched.output
+    assert (tmp_path / "out" / "a.txt").read_text(encoding="utf-8") == "你好。\n"
+
+
 def test_fetch_of_an_unfinished_or_cancelled_job_exits_1(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
