@@ -169,38 +169,31 @@ def test_redis_not_listening_is_retried_for_the_patience_then_exit_3(tmp_path):
     assert error.startswith(f"Error: cannot reach Redis at {url}: ") and "Connection refused" in error
 
 
-def unfinished_job(redis_server, tmp_path) -> tuple[JobStore, str, dict[str, str]]:
-    """A submitted two-sentence job that no worker takes (its queue has no consumer)."""
+def unfinished_job(
+    redis_server, tmp_path, source: Path | None = None
+) -> tuple[JobStore, str, dict[str, str]]:
+    """A submitted job that no worker takes (its queue has no consumer): of `source`, by
+    default one file of two sentences."""
     redis_server.client().flushdb()
     env = {
         "TRANSQUEUE_REDIS_URL": redis_server.url,
         "TRANSQUEUE_QUEUE": "nobody",
         "TRANSQUEUE_POLL_INTERVAL": "0.05",
     }
-    source = tmp_path / "a.txt"
-    source.write_text("Hello there.\nGood night.\n", encoding="utf-8")
+    if source is None:
+        source = tmp_path / "a.txt"
+        source.write_text("Hello there.\nGood night.\n", encoding="utf-8")
     submitted = CliRunner().invoke(main, ["submit", str(source), "--out", str(tmp_path / "out")], env=env)
     assert submitted.exit_code == 0, submitted.output
     return JobStore.from_settings(Settings(redis_url=redis_server.url)), submitted.output.strip(), env
 
 
 def test_fetch_follow_of_a_job_cancelled_part_way_says_what_it_wrote(redis_server, tmp_path):
-    redis_server.client().flushdb()
-    env = {
-        "TRANSQUEUE_REDIS_URL": redis_server.url,
-        "TRANSQUEUE_QUEUE": "nobody",
-        "TRANSQUEUE_POLL_INTERVAL": "0.05",
-    }
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("Hello there.\n", encoding="utf-8")
     (corpus / "b.txt").write_text("Good night.\n", encoding="utf-8")
-    job_id = (
-        CliRunner()
-        .invoke(main, ["submit", str(corpus), "--out", str(tmp_path / "out")], env=env)
-        .output.strip()
-    )
-    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    store, job_id, env = unfinished_job(redis_server, tmp_path, corpus)
     store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)  # a.txt done
     cancel = threading.Timer(1.0, store.cancel, args=[job_id])
     cancel.start()
