@@ -258,17 +258,15 @@ def quantize_matmuls(model: onnx.ModelProto, quantizer: RowQuantizer) -> onnx.Mo
             rewritten.append(node)
             continue
         name = weight.name + ".int8"
-        if weight.name not in done:  # torch stores equal weights once, read by several MatMuls
+        if weight.name in done:  # torch stores equal weights once, read by several MatMuls
+            quantized, scale = done[weight.name]
+        else:
             matrix = numpy_helper.to_array(weight).astype(np.float32)
-            done[weight.name] = quantize_columns(matrix, quantizer.weight_levels)
+            quantized, scale = done[weight.name] = quantize_columns(matrix, quantizer.weight_levels)
             graph.initializer.remove(weight)
             graph.initializer.extend(
-                [
-                    numpy_helper.from_array(done[weight.name][0], name),
-                    numpy_helper.from_array(done[weight.name][1], name + ".scale"),
-                ]
+                [numpy_helper.from_array(quantized, name), numpy_helper.from_array(scale, name + ".scale")]
             )
-        quantized, scale = done[weight.name]
         floor = _activation_floor(producers, node.input[0])
         output, shifts = node.output[0], []
         if floor:  # the shift's constants are the MatMul's own: named after its output
