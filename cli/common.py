@@ -93,19 +93,19 @@ def refuse_bad_credentials(settings: Settings) -> None:
     client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
     try:
         client.ping()
+        return
     except redis.AuthenticationError as exc:
-        refused: Exception | None = exc
+        refused: Exception = exc
     except redis.ResponseError as exc:  # MISCONF, BUSY, LOADING, ... pass: only these are for good
-        refused = exc if str(exc).startswith(_REFUSED_FOR_GOOD) else None
+        if not str(exc).startswith(_REFUSED_FOR_GOOD):
+            return
+        refused = exc
     except redis.RedisError:  # down, or anything Celery is left to report
-        refused = None
-    else:
-        refused = None
+        return
     finally:
         client.close()
-    if refused is not None:
-        click.echo(f"Error: {redis_failure(settings.redis_url, refused)}", err=True)
-        click.get_current_context().exit(EXIT_REDIS)
+    click.echo(f"Error: {redis_failure(settings.redis_url, refused)}", err=True)
+    click.get_current_context().exit(EXIT_REDIS)
 
 
 #: Redis replies to a connection's PING that no wait changes: a database index out of range
