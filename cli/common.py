@@ -8,9 +8,10 @@ unreachable or refusing the credentials.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -229,12 +230,15 @@ def stop_cleanly_on_termination() -> None:
 
 
 @contextmanager
-def open_report(path: Path | None) -> Iterator[TextIO | None]:
+def open_report(path: Path | None, kept: Iterable[Path] = (), whose: str = "run") -> Iterator[TextIO | None]:
     """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
-    clean CLI error when it cannot be written."""
+    clean CLI error when it cannot be written, and a usage error when it is one of `kept`
+    (the `whose` inputs and outputs), which opening it would empty."""
     if path is None:
         yield None
         return
+    if os.path.realpath(path) in {os.path.realpath(other) for other in kept}:
+        raise click.UsageError(f"--report {path} is one of the {whose}'s inputs or outputs")
     try:
         handle = path.open("w", encoding="utf-8")
     except OSError as error:

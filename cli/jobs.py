@@ -290,18 +290,12 @@ def fetch_command(
     where, unit = ("stdout", "records") if stream else (str(out_dir), "documents")
     written, skipped, dead, missing, refused = 0, 0, [], [], []
     try:
+        kept: list[Path] = []  # what --report may not name
         if not stream:
             documents = store.documents(job_id)
             check_targets(documents, out_dir)
-            if report_path is not None:
-                named = [
-                    *sources,
-                    *(Path(d.name) for d in documents),
-                    *(out_dir / d.target for d in documents),
-                ]
-                if os.path.realpath(report_path) in {os.path.realpath(path) for path in named}:
-                    raise click.UsageError(f"--report {report_path} is one of the job's inputs or outputs")
-        with open_report(report_path) as report:
+            kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
+        with open_report(report_path, kept, "job") as report:
             flags = FlagLog(report)
             for rendered in iter_documents(
                 store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags

@@ -131,11 +131,7 @@ def translate_command(
         tasks = plan_files(inputs, out and Path(out), out_is_dir=bool(out) and out.endswith(("/", os.sep)))
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
-    if report_path is not None:
-        planned = {os.path.realpath(path) for task in tasks for path in (task.source, task.target)}
-        if os.path.realpath(report_path) in planned:
-            raise click.UsageError(f"--report {report_path} is one of the run's inputs or outputs")
-    with open_report(report_path) as flagged:
+    with open_report(report_path, [path for task in tasks for path in (task.source, task.target)]) as flagged:
         report = RunReport(quality=FlagLog(flagged))
         _translate_files(
             tasks,
