@@ -8,11 +8,12 @@ unreachable or refusing the credentials.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import urlsplit
@@ -230,18 +231,78 @@ def stop_cleanly_on_termination() -> None:
 
 
 @contextmanager
-def open_report(path: Path | None, kept: Iterable[Path] = (), whose: str = "run") -> Iterator[TextIO | None]:
+def open_report(
+    path: Path | None,
+    kept: Iterable[Path] = (),
+    whose: str = "run",
+    carried: Callable[[], Collection[str]] = frozenset,
+) -> Iterator[TextIO | None]:
     """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
     clean CLI error when it cannot be written, and a usage error when it is one of `kept`
-    (the `whose` inputs and outputs), which opening it would empty."""
+    (the `whose` inputs and outputs), which writing it would replace.
+
+    The report is written beside ``path`` and moved onto it when the block ends, however it
+    ends (Ctrl-C included), with the records of the report already at ``path`` whose document
+    is one of ``carried()`` copied over: the documents this run skipped, their outputs being
+    there already, so that a rerun's report still covers every output. A ``path`` that is a
+    pipe or a device (``/dev/stdout``) is written straight.
+    """
     if path is None:
         yield None
         return
     if os.path.realpath(path) in {os.path.realpath(other) for other in kept}:
         raise click.UsageError(f"--report {path} is one of the {whose}'s inputs or outputs")
+    from producer.files import atomic_target
+
+    straight = path.exists() and not path.is_file()  # a pipe or a device (/dev/stdout)
+    target = Path(os.path.realpath(path))  # through a symbolic link, as opening it would go
+    if not (straight or target.parent.is_dir()):
+        raise click.ClickException(f"cannot write the report {path}: no such directory {target.parent}")
+    in_body = False
     try:
-        handle = path.open("w", encoding="utf-8")
+        with ExitStack() as stack:
+            if straight:
+                handle = stack.enter_context(path.open("w", encoding="utf-8"))
+            else:
+                temporary = stack.enter_context(atomic_target(target, always=True))
+                handle = stack.enter_context(temporary.open("w", encoding="utf-8"))
+            try:
+                in_body = True
+                yield handle
+                in_body = False
+            finally:
+                _carry_records(target, carried(), handle)
     except OSError as error:
-        raise click.ClickException(f"cannot write the report {path}: {error.strerror}") from None
-    with handle:
-        yield handle
+        if in_body:  # not the report's: the run's own, raised through it
+            raise
+        raise click.ClickException(f"cannot write the report {path}: {error.strerror or error}") from None
+
+
+def _carry_records(report: Path, documents: Collection[str], out: TextIO) -> None:
+    """Copy to ``out`` the records of ``documents`` in the report at ``report`` (an earlier
+    run's, if any); its lines that are not such records are left behind."""
+    if not documents or not report.is_file():
+        return
+    try:
+        earlier = report.open(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        click.echo(
+            f"warning: cannot read the earlier report {report} ({error.strerror}); "
+            "the records of the documents skipped are not carried over",
+            err=True,
+        )
+        return
+    with earlier:
+        for line in earlier:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(record, dict)
+                and isinstance(record.get("document"), str)
+                and record["document"] in documents
+            ):
+                out.write(line if line.endswith("\n") else line + "\n")

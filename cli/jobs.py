@@ -22,7 +22,7 @@ from cli.common import (
     stop_cleanly_on_termination,
 )
 from producer.documents import DocumentError, ReadOptions
-from producer.files import contained, plan_files
+from producer.files import OutputAppeared, contained, plan_files
 from producer.jobs import (
     JobBuilder,
     JobGone,
@@ -30,6 +30,7 @@ from producer.jobs import (
     add_files,
     check_targets,
     iter_documents,
+    report_name,
     stdin_sources,
     write_document,
 )
@@ -185,6 +186,7 @@ def _flags_line(store: JobStore, job_id: str, documents: int) -> str:
         for document in iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags):
             if document.pieces is not None:
                 deque(document.pieces, maxlen=0)  # render it, a window at a time, for its flags
+                flags.keep()
                 finished += 1
     except (JobGone, DocumentError) as exc:
         return f"flags        unknown: {exc}"
@@ -288,14 +290,14 @@ def fetch_command(
         raise click.UsageError("a stdin job's records go to stdout: --out does not apply")
     out_dir = out or Path(info.out)
     where, unit = ("stdout", "records") if stream else (str(out_dir), "documents")
-    written, skipped, dead, missing, refused = 0, 0, [], [], []
+    written, skipped, dead, missing, refused = 0, [], [], [], []
     try:
         kept: list[Path] = []  # what --report may not name
         if not stream:
             documents = store.documents(job_id)
             check_targets(documents, out_dir)
             kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
-        with open_report(report_path, kept, "job") as report:
+        with open_report(report_path, kept, "job", carried=lambda: set(skipped)) as report:
             flags = FlagLog(report)
             for rendered in iter_documents(
                 store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags
@@ -312,16 +314,23 @@ def fetch_command(
                     record = rendered.record
                     target = contained(out_dir, record.target)
                     if not force and os.path.lexists(target):
-                        skipped += 1
+                        skipped.append(report_name(record, rendered.n))
                         continue
                     try:
-                        write_document(rendered, target, [*sources, Path(record.name)])
+                        write_document(rendered, target, [*sources, Path(record.name)], overwrite=force)
                     except OriginalMissing as exc:
+                        flags.drop()
                         missing.append(str(exc))
                         continue
+                    except OutputAppeared as exc:
+                        flags.drop()
+                        refused.append(str(exc))
+                        continue
                     except OSError as exc:  # the output directory refused it: the others go on
+                        flags.drop()
                         refused.append(f"{record.target}: {exc.strerror or exc}")
                         continue
+                flags.keep()
                 written += 1
                 dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
@@ -330,10 +339,10 @@ def fetch_command(
         raise click.ClickException(str(exc)) from None
     summary = f"{written} of {info.documents} {unit} written to {where}"
     if skipped:
-        summary += f", {skipped} skipped (output exists; --force overwrites)"
+        summary += f", {len(skipped)} skipped (output exists; --force overwrites)"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    unfinished = info.documents - written - skipped - len(missing) - len(refused)
+    unfinished = info.documents - written - len(skipped) - len(missing) - len(refused)
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)

@@ -94,7 +94,8 @@ def load_translator(
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write one JSON line per flagged sentence (quality flags) to this file.",
+    help="Write one JSON line per flagged sentence (quality flags) to this file; the records of "
+    "files skipped (output exists) are kept from its earlier run.",
 )
 def translate_command(
     inputs: tuple[Path, ...],
@@ -131,8 +132,15 @@ def translate_command(
         tasks = plan_files(inputs, out and Path(out), out_is_dir=bool(out) and out.endswith(("/", os.sep)))
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
-    with open_report(report_path, [path for task in tasks for path in (task.source, task.target)]) as flagged:
-        report = RunReport(quality=FlagLog(flagged))
+    report = RunReport()
+
+    def skipped_sources() -> set[str]:  # as the records name them
+        skipped = set(report.skipped)
+        return {str(task.source) for task in tasks if task.target in skipped}
+
+    kept = [path for task in tasks for path in (task.source, task.target)]
+    with open_report(report_path, kept, carried=skipped_sources) as flagged:
+        report.quality = FlagLog(flagged)
         _translate_files(
             tasks,
             RunOptions(read=read, force=force),
@@ -157,7 +165,7 @@ def _translate_files(
     if documents:
         model = translator()
         with tqdm(unit="sent", disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
-            translate_files(documents, model, report, progress=bar.update)
+            translate_files(documents, model, report, progress=bar.update, overwrite=options.force)
     for error in report.errors[shown:]:  # streamed files found invalid part way
         click.echo(f"error: {error}", err=True)
 

@@ -108,6 +108,14 @@ TRANSLATION_MEMORY_ENTRIES = 100_000
 #: so that the UTF-8 bytes of a big document are never held all at once next to its text.
 WRITE_CHUNK_CHARS = 1 << 20
 
+#: The longest file name, in bytes, where the file system does not say
+#: (``os.pathconf(DIR, "PC_NAME_MAX")``): an output's temporary name is cut to fit it.
+NAME_MAX = 255
+
+#: Bytes of a document's quality-flag records (``producer.quality.FlagLog``) held in memory
+#: until the document is written; past this they wait in a temporary file.
+PENDING_RECORDS_BYTES = 1 << 20
+
 #: The deepest nesting of arrays and objects accepted in a JSONL record. Deeper records fail
 #: with file:line:column before Python's json parser (recursive, about 1000 levels at most
 #: depending on the caller's stack) would raise RecursionError; 256 leaves it room even in

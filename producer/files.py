@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from producer import defaults
 from producer.compression import compressing, compression_of, split_name
 from producer.documents import DocumentError, output_path
+
+#: What `os.link` fails with where a file system has no hard links.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS})
 
 
 @dataclass(frozen=True)
@@ -90,30 +95,89 @@ def _walk(root: Path, out: Path) -> Iterator[Path]:
                 yield path
 
 
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+class OutputAppeared(DocumentError):
+    """An output that did not exist when the run began exists when its translation is ready:
+    something else made it meanwhile, and it is left as it is."""
+
+
+@contextmanager
+def atomic_target(path: Path, overwrite: bool = True, always: bool = False) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write; moved onto ``path`` if the block succeeds
+    (with ``always``, however it ends: a log that keeps what was written before a failure).
+
+    The temporary name (``.NAME.PID.tmp``, NAME shortened so that it fits the directory's
+    longest name) never outlives the block. Without ``overwrite``, the move never replaces a
+    file: where ``path`` exists by then (made by something else while the block wrote), it
+    raises OutputAppeared and ``path`` is left as it is.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(_temporary_name(path))
+    succeeded = False
+    try:
+        yield temporary
+        succeeded = True
+    finally:
+        try:
+            if succeeded or always:
+                _move(temporary, path, overwrite)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def _temporary_name(path: Path) -> str:
+    """``.NAME.PID.tmp``, NAME's bytes cut so that the whole fits the directory's name limit
+    (a target name near it would otherwise fail as its temporary name did not fit)."""
+    tail = f".{os.getpid()}.tmp"
+    try:
+        limit = os.pathconf(path.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = defaults.NAME_MAX
+    room = limit - 1 - len(tail)
+    return "." + os.fsdecode(os.fsencode(path.name)[:room]) + tail
+
+
+def _move(temporary: Path, path: Path, overwrite: bool) -> None:
+    """Rename ``temporary`` to ``path``; without ``overwrite``, OutputAppeared where ``path``
+    exists, checked by a hard link (which no other writer can race) or, where the file
+    system has none, by a look just before the rename."""
+    if overwrite:
+        os.replace(temporary, path)
+        return
+    try:
+        os.link(temporary, path)
+        return
+    except FileExistsError:
+        pass
+    except OSError as error:
+        if error.errno not in _NO_HARD_LINKS:
+            raise
+        if not os.path.lexists(path):
+            os.replace(temporary, path)
+            return
+    raise OutputAppeared(
+        f"{path}: made by something else while this run translated it; left as it is (--force overwrites)"
+    )
+
+
+def write_atomic(path: Path, text: str | Iterable[str], overwrite: bool = True) -> None:
     """Write ``text`` (or its pieces, one after another as they come) as UTF-8 (line endings
     unchanged) so that no reader sees a partial file.
 
-    The text goes to a temporary file in the same directory, is flushed to disk, then
-    renamed over ``path``; an interrupted write leaves ``path`` as it was and no temp file.
-    It is encoded a piece at a time, so a big text never exists twice in memory. A ``path``
-    ending in ``.gz`` or ``.zst`` is written compressed that way (`producer.compression`).
+    The text goes to a temporary file in the same directory (`atomic_target`), is flushed to
+    disk, then moved onto ``path`` (without ``overwrite``, only if ``path`` still does not
+    exist); an interrupted write leaves ``path`` as it was and no temp file. It is encoded a
+    piece at a time, so a big text never exists twice in memory. A ``path`` ending in ``.gz``
+    or ``.zst`` is written compressed that way (`producer.compression`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     piece = defaults.WRITE_CHUNK_CHARS
-    try:
-        with open(temporary, "wb") as handle:
-            writer = compressing(handle, compression_of(path))
-            for part in [text] if isinstance(text, str) else text:
-                for start in range(0, len(part), piece):
-                    writer.write(part[start : start + piece].encode("utf-8"))
-            writer.close()
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with atomic_target(path, overwrite) as temporary, open(temporary, "wb") as handle:
+        writer = compressing(handle, compression_of(path))
+        for part in [text] if isinstance(text, str) else text:
+            for start in range(0, len(part), piece):
+                writer.write(part[start : start + piece].encode("utf-8"))
+        writer.close()
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def contained(root: Path, relative: str) -> Path:

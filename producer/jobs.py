@@ -277,14 +277,28 @@ def document_name(record: DocumentRecord, n: int) -> str:
     return f"{STDIN} unit {n + 1}" if record.name == STDIN else record.name
 
 
+def report_name(record: DocumentRecord, n: int) -> str:
+    """Document `n` of a job as its quality-flag records name it: `document_name`, with a file
+    below the current directory named relative to it, as `transqueue translate` names the
+    files it is given that way."""
+    name = document_name(record, n)
+    if record.name == STDIN:
+        return name
+    relative = os.path.relpath(name)
+    return name if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+
+
 class OriginalMissing(DocumentError):
     """The file a Parquet document of a job was read from is not where it was looked for,
     with the size and sha256 recorded at submit."""
 
 
-def write_document(rendered: Rendered, target: Path, originals: Sequence[Path]) -> None:
-    """Write a complete document (`iter_documents`) to `target` atomically: its text, or the
-    table of a Parquet document's original file with its cells translated. The original is
+def write_document(
+    rendered: Rendered, target: Path, originals: Sequence[Path], overwrite: bool = True
+) -> None:
+    """Write a complete document (`iter_documents`) to `target` atomically (without
+    `overwrite`, only if `target` still does not exist: `producer.files.atomic_target`): its
+    text, or the table of a Parquet document's original file with its cells translated. The original is
     the first of `originals` that has the size and sha256 recorded at submit (read through
     the one handle it is checked with); OriginalMissing naming the document and each file
     looked at when none has them, and DocumentError if `target` is that file."""
@@ -292,12 +306,12 @@ def write_document(rendered: Rendered, target: Path, originals: Sequence[Path]) 
     if pieces is None:
         raise ValueError(f"{record.name} is not complete")
     if record.fmt != "parquet":
-        write_atomic(target, cast("Iterator[str]", pieces))
+        write_atomic(target, cast("Iterator[str]", pieces), overwrite)
         return
     with _original(record, originals) as (document, table):
         if target.resolve() == document.path.resolve():
             raise DocumentError(f"{target}: refusing to overwrite input {document.path}")
-        document.write_cells(table, target, cast("Iterator[list[str | None]]", pieces))
+        document.write_cells(table, target, cast("Iterator[list[str | None]]", pieces), overwrite)
 
 
 @contextmanager
@@ -395,7 +409,7 @@ def _pieces(
     dead: list[DeadLetter],
 ) -> Iterator[Piece]:
     """Each window of document `n` rendered, its dead letters added to `dead`."""
-    name = document_name(record, n)
+    name = report_name(record, n)
     for w in range(record.windows):
         window = store.window(job_id, n, w)
         states = store.slot_states(job_id, window.slots)

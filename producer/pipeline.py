@@ -148,13 +148,16 @@ def translate_files(
     translator: SentenceTranslator,
     report: RunReport,
     progress: Progress = lambda n: None,
+    overwrite: bool = False,
 ) -> RunReport:
     """Translate, render and atomically write each document; returns ``report``.
 
     Each file is written as soon as it is done; an interruption leaves the files written so
     far complete and no partial file behind, so the run can simply be repeated. A document
     that turns out to be invalid part way is recorded in ``report.errors`` (nothing is
-    written for it) and the others go on.
+    written for it, and its quality flags are dropped) and the others go on. Without
+    ``overwrite`` (`RunOptions.force`), an output that something else made while its
+    document was translated is left as it is, an error of that document.
     """
     started = time.perf_counter()
     translations = Translations(translator, report)
@@ -162,14 +165,17 @@ def translate_files(
         for task, document in documents:
             translate = partial(translations.checked, str(task.source), progress=progress)
             try:
-                document.write(task.target, translate)
+                document.write(task.target, translate, overwrite)
             except OSError as error:  # named after the output when writing it failed
+                report.quality.drop()
                 writing = error.filename is not None and Path(error.filename) != task.source
                 report.errors.append(failure(task.target if writing else task.source, error))
                 continue
             except DocumentError as error:
+                report.quality.drop()
                 report.errors.append(failure(task.source, error))
                 continue
+            report.quality.keep()
             report.written.append(task.target)
     finally:
         report.seconds += time.perf_counter() - started

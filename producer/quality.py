@@ -20,9 +20,11 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import shutil
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
+from tempfile import SpooledTemporaryFile
 from typing import TextIO
 
 from producer import defaults
@@ -118,11 +120,19 @@ class FlagLog:
 
     A record: ``{"document", "line", "source", "output", "flags"}``; ``line`` is the line of
     the document where the sentence starts, counting from ``first_line``.
+
+    Documents are checked one at a time, a window after another (`check`), and what is found
+    stays pending until the document is written (`keep`: its flags are counted and its
+    records go to ``out``) or not (`drop`): a document that fails part way leaves no record
+    of the translations that were never written. Pending records wait in a temporary file
+    past `defaults.PENDING_RECORDS_BYTES`, so a big document's are never all in memory.
     """
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out
         self.counts: Counter[str] = Counter()
+        self._found: Counter[str] = Counter()
+        self._records: SpooledTemporaryFile[str] | None = None
 
     def check(
         self,
@@ -133,7 +143,8 @@ class FlagLog:
         first_line: int = 1,
         skip: Callable[[int], bool] = lambda index: False,
     ) -> None:
-        """Flag each segment of ``document`` against its translation.
+        """Flag each segment of ``document`` (a window of the document called ``name``)
+        against its translation, pending `keep` or `drop`.
 
         ``capped(i)`` says whether segment ``i``'s translation hit the length cap; segments
         for which ``skip(i)`` holds (left untranslated for another reason) are not checked.
@@ -145,7 +156,7 @@ class FlagLog:
             found = flags(segment.text, output, hit_length_cap=capped(segment.index), split=segment.split)
             if not found:
                 continue
-            self.counts.update(found)
+            self._found.update(found)
             if self.out is None:
                 continue
             if newlines is None:  # the document's text: its segments rendered as themselves
@@ -158,7 +169,29 @@ class FlagLog:
                 "output": output,
                 "flags": found,
             }
-            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if self._records is None:
+                self._records = SpooledTemporaryFile(
+                    defaults.PENDING_RECORDS_BYTES, "w+", encoding="utf-8", newline=""
+                )
+            self._records.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def keep(self) -> None:
+        """The document checked since the last `keep` or `drop` was written: count its flags
+        and write its records to ``out``."""
+        self.counts.update(self._found)
+        if self._records is not None and self.out is not None:
+            self._records.seek(0)
+            shutil.copyfileobj(self._records, self.out)
+            self.out.flush()
+        self.drop()
+
+    def drop(self) -> None:
+        """The document checked since the last `keep` or `drop` was not written: forget what
+        was found in it."""
+        self._found.clear()
+        if self._records is not None:
+            self._records.close()
+            self._records = None
 
     def summary(self) -> str:
         """The counts per flag, e.g. ``3 length_cap, 1 digits`` ('' when none)."""

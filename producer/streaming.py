@@ -47,10 +47,11 @@ class StreamedDocument:
             return self._block_windows()
         return self._record_windows()
 
-    def write(self, target: Path, translate: Callable[[Document], list[str]]) -> None:
+    def write(self, target: Path, translate: Callable[[Document], list[str]], overwrite: bool = True) -> None:
         """Translate (``translate``: the translation of each segment of a document), render
-        and append each window to ``target``'s temporary file, renamed into place at the end."""
-        write_atomic(target, (window.render(translate(window)) for window in self.windows()))
+        and append each window to ``target``'s temporary file, moved into place at the end
+        (without ``overwrite``, only if ``target`` still does not exist: `write_atomic`)."""
+        write_atomic(target, (window.render(translate(window)) for window in self.windows()), overwrite)
 
     def check(self) -> None:
         """DocumentError (or OSError) now, before anything is read, if the options cannot

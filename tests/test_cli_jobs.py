@@ -423,3 +423,27 @@ def test_fetch_of_stdin_names_the_unit_of_each_untranslated_sentence(redis_serve
     fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
     assert fetched.exit_code == 1
     assert "<stdin> unit 2: left untranslated (BundleError('gone')): 'Good night.'" in fetched.output
+
+
+def test_fetch_report_names_documents_as_translate_does_and_keeps_skipped_ones(
+    redis_server, tmp_path, monkeypatch
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Tom is 25 years old.\n", encoding="utf-8")
+    (corpus / "b.txt").write_text("He has 31 cats.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    store, job_id, env = unfinished_job(redis_server, tmp_path, Path("corpus"))
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, "", f"译{slot}", fingerprint="f", hit=False)  # digits flagged
+    report = tmp_path / "flags.jsonl"
+    args = ["fetch", job_id, "--report", str(report)]
+    fetched = CliRunner().invoke(main, args, env=env)
+    assert fetched.exit_code == 0, fetched.output
+    records = report.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["document"] for line in records] == ["corpus/a.txt", "corpus/b.txt"]
+    (tmp_path / "out" / "b.txt").unlink()
+    again = CliRunner().invoke(main, args, env=env)
+    assert again.exit_code == 0 and "1 of 2 documents written" in again.output, again.output
+    assert "1 skipped" in again.output
+    assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)

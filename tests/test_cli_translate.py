@@ -452,3 +452,64 @@ def test_stdin_gives_one_batch_at_a_time_every_core(tiny_bundle):
     spinning = "session.intra_op.allow_spinning"  # between the steps of the one batch
     assert lines._decoder.get_session_options().get_session_config_entry(spinning) == "1"
     assert files._decoder.get_session_options().get_session_config_entry(spinning) == "0"
+
+
+def test_a_rerun_keeps_the_report_records_of_the_files_it_skips(tmp_path):
+    """The first run stopped after a.txt (its output is there, b.txt's is not): the rerun
+    skips a.txt, and its report still holds a.txt's records beside b.txt's."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Tom is 25 years old.\n")  # the demo model gets both digits wrong
+    (corpus / "b.txt").write_text("He has 31 cats.\n")
+    report = tmp_path / "flags.jsonl"
+    args = ["translate", str(corpus), "--report", str(report)]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    records = report.read_text(encoding="utf-8").splitlines()
+    assert sorted(json.loads(line)["document"] for line in records) == [
+        str(corpus / "a.txt"),
+        str(corpus / "b.txt"),
+    ]
+    (tmp_path / "corpus.zh" / "b.txt").unlink()
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and "1 written, 1 skipped" in again.output, again.output
+    assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)
+    assert not list(tmp_path.glob(".*"))
+
+
+def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path):
+    import signal
+    import time
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Tom is 25 years old.\n")
+    (corpus / "big.txt").write_text("".join(f"Sentence number {n} is here.\n" for n in range(40000)))
+    report = tmp_path / "flags.jsonl"
+    run = subprocess.Popen(
+        [TRANSQUEUE, "translate", str(corpus), "--report", str(report)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "corpus.zh").glob(".big.txt.*.tmp")):  # a.txt is written
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=120) == 128 + signal.SIGTERM
+    (record,) = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
+    assert record["document"] == str(corpus / "a.txt") and record["flags"] == ["digits"]
+    assert not list(tmp_path.glob(".*.tmp")) and not list((tmp_path / "corpus.zh").glob(".*"))
+
+
+def test_a_report_can_go_to_a_pipe_or_a_device(tmp_path):
+    (tmp_path / "a.txt").write_text("Tom is 25 years old.\n")
+    run = subprocess.run(
+        [TRANSQUEUE, "translate", str(tmp_path / "a.txt"), "--report", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["document"] == str(tmp_path / "a.txt")

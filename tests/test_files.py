@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from producer.documents import DocumentError
-from producer.files import FileTask, plan_files, write_atomic
+from producer.files import FileTask, OutputAppeared, atomic_target, plan_files, write_atomic
 
 
 @pytest.fixture
@@ -67,3 +67,32 @@ def test_a_directory_that_cannot_be_listed_stops_the_plan_naming_it(tmp_path: Pa
 
     with pytest.raises(DocumentError, match=f"{tmp_path / 'gone'}: cannot read this directory"):
         list(_walk(tmp_path / "gone", tmp_path / "out"))
+
+
+def test_an_output_named_near_the_name_limit_is_written(tmp_path: Path):
+    name = "é" * 125 + ".txt"  # 254 bytes: its temporary name, cut to fit, still is
+    write_atomic(tmp_path / name, "你好\n")
+    assert (tmp_path / name).read_text(encoding="utf-8") == "你好\n" and os.listdir(tmp_path) == [name]
+
+
+def test_without_overwrite_a_file_made_meanwhile_is_left_as_it_is(tmp_path: Path):
+    target = tmp_path / "a.txt"
+    with pytest.raises(OutputAppeared, match="made by something else"):
+        with atomic_target(target, overwrite=False) as temporary:
+            temporary.write_text("ours\n")
+            target.write_text("theirs\n")
+    assert target.read_text() == "theirs\n" and os.listdir(tmp_path) == ["a.txt"]
+    with atomic_target(tmp_path / "b.txt", overwrite=False) as temporary:
+        temporary.write_text("ours\n")
+    assert (tmp_path / "b.txt").read_text() == "ours\n" and sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
+def test_always_keeps_what_was_written_before_a_failure(tmp_path: Path):
+    with pytest.raises(KeyboardInterrupt), atomic_target(tmp_path / "log", always=True) as temporary:
+        temporary.write_text("so far\n")
+        raise KeyboardInterrupt
+    assert (tmp_path / "log").read_text() == "so far\n" and os.listdir(tmp_path) == ["log"]
+    with pytest.raises(KeyboardInterrupt), atomic_target(tmp_path / "out") as temporary:
+        temporary.write_text("half\n")
+        raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == ["log"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from producer import defaults
 from producer.documents import DocumentError, ReadOptions, parse_text
 from producer.files import FileTask, plan_files, write_atomic
 from producer.inputs import Limits, stdin_lines
@@ -23,6 +24,7 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
+from producer.quality import FlagLog
 from tests.test_documents import read_whole
 
 
@@ -53,9 +55,9 @@ def expected(path: Path) -> str:
 
 
 def run(tasks, translator, options: RunOptions | None = None) -> RunReport:
-    report = RunReport()
-    documents = read_tasks(tasks, options or RunOptions(), report)
-    return translate_files(documents, translator, report)
+    report, options = RunReport(), options or RunOptions()
+    documents = read_tasks(tasks, options, report)
+    return translate_files(documents, translator, report, overwrite=options.force)
 
 
 @pytest.fixture
@@ -275,3 +277,52 @@ def test_stdin_line_limit():
     assert next(units) == (1, "Four.\nFive.\n\n")
     with pytest.raises(DocumentError, match=r"^<stdin>:4: paragraph longer than 15 bytes"):
         next(units)
+
+
+class OutputMaker(MarkingTranslator):
+    """Makes ``target`` while it translates, as another program writing there would."""
+
+    def __init__(self, target: Path) -> None:
+        super().__init__()
+        self.target = target
+
+    def translate(self, sentences: Iterable[str]) -> Iterator[Result]:
+        if not self.target.exists():
+            self.target.write_text("theirs\n")
+        yield from super().translate(sentences)
+
+
+def test_an_output_made_by_something_else_during_the_run_is_left_alone(tree: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    tasks = plan_files([tree / "a.txt", tree / "sub" / "b.md"], out)
+    first = tasks[0].target
+    report = run(tasks, OutputMaker(first))
+    assert first.read_text() == "theirs\n"
+    assert report.errors == [
+        f"{first}: made by something else while this run translated it; left as it is (--force overwrites)"
+    ]
+    assert report.written == [tasks[1].target] and not list(out.glob(".*"))
+    first.unlink()
+    forced = run(tasks, OutputMaker(first), RunOptions(force=True))
+    assert first.read_bytes() == expected(tree / "a.txt").encode() and not forced.errors
+
+
+def test_a_document_failing_part_way_leaves_no_flag_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Flags are recorded only for documents written: a JSONL file found invalid after its
+    first windows were translated (and flagged) leaves nothing in the report."""
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 100)
+    long = "Sentence {} is long enough to hit the stand-in's cap."  # flagged length_cap
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(json.dumps({"text": long.format("one")}) + "\n")
+    bad.write_text("".join(json.dumps({"text": long.format(n)}) + "\n" for n in range(5)) + "{broken\n")
+    out = io.StringIO()
+    report = RunReport(quality=FlagLog(out))
+    options = RunOptions(read=ReadOptions(fields=("text",)))
+    tasks = [FileTask(bad, tmp_path / "bad.zh.jsonl"), FileTask(good, tmp_path / "good.zh.jsonl")]
+    translator = MarkingTranslator()
+    translate_files(read_tasks(tasks, options, report), translator, report)
+    assert len(translator.seen) > 2  # bad.jsonl's first windows were translated
+    assert report.errors and str(bad) in report.errors[0] and report.written == [tmp_path / "good.zh.jsonl"]
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [record["document"] for record in records] == [str(good)]
+    assert report.quality.counts["length_cap"] == 1  # good.jsonl's alone

@@ -142,6 +142,7 @@ def test_split_sentences_are_flagged_and_kept_in_the_document() -> None:
     assert split == [True, True, False, False]  # the two pieces of the cut sentence
     log = FlagLog(io.StringIO())
     log.check("long.txt", document, [segment.text for segment in document.segments], lambda i: False)
+    log.keep()
     assert log.counts["split"] == 2
     assert log.counts["copied"] == 4  # the "translations" are the sources themselves
 
@@ -153,6 +154,7 @@ def test_flag_log_writes_records_with_lines_and_counts() -> None:
     out = io.StringIO()
     log = FlagLog(out)
     log.check("notes.txt", document, outputs, lambda i: i == 2)
+    log.keep()
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert records == [
         {
@@ -178,4 +180,25 @@ def test_skipped_segments_are_not_checked() -> None:
     document = parse_text("Tom is 25 years old.\n", "txt")
     log = FlagLog()
     log.check("x.txt", document, ["汤姆是2年2年。"], lambda i: False, skip=lambda i: True)
+    log.keep()
     assert log.summary() == ""
+
+
+def test_a_documents_flags_wait_for_keep_and_drop_forgets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(defaults, "PENDING_RECORDS_BYTES", 64)  # the records spill to a file
+    document = parse_text("Tom is 25 years old.\nHe has 31 cats.\n", "txt")
+    out = io.StringIO()
+    log = FlagLog(out)
+    log.check("failed.txt", document, ["汤姆是2岁。", "他有4只猫。"], lambda i: False)
+    assert out.getvalue() == "" and log.summary() == ""  # pending until the document is written
+    log.drop()  # it was not: nothing of it is counted or written
+    log.keep()
+    assert out.getvalue() == "" and log.summary() == ""
+    for window in range(2):  # a document checked a window at a time, then written
+        log.check(
+            "kept.txt", document, ["汤姆是2岁。", "他有4只猫。"], lambda i: False, first_line=1 + 2 * window
+        )
+    log.keep()
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["document"], r["line"]) for r in records] == [("kept.txt", n) for n in (1, 2, 3, 4)]
+    assert log.summary() == "4 digits"

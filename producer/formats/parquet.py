@@ -14,7 +14,6 @@ checked anew, with the translated cells (`write_cells`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from producer.documents import Document, DocumentError, ReadOptions, parse_text
+from producer.files import atomic_target
 from producer.formats.table import column_indexes
 from producer.inputs import check_regular, file_digest, open_regular
 
@@ -51,9 +51,10 @@ class ParquetDocument:
         a compressed (``.gz``/``.zst``) Parquet file, or a file that is not Parquet."""
         self._columns(self._open(self.path))
 
-    def write(self, target: Path, translate: Translate) -> None:
+    def write(self, target: Path, translate: Translate, overwrite: bool = True) -> None:
         """Translate the selected columns with ``translate`` (the translation of each segment
-        of a document) and write the table to ``target`` atomically."""
+        of a document) and write the table to ``target`` atomically (without ``overwrite``,
+        only if ``target`` still does not exist: `producer.files.atomic_target`)."""
         source = self._open(self.path)
         columns = self._columns(source)
 
@@ -61,7 +62,7 @@ class ParquetDocument:
             cells = self._cells(table, columns)
             return _with_cells(table, columns, render_cells(cells, translate(cells_document(cells))))
 
-        self._rewrite(source, target, translated)
+        self._rewrite(source, target, translated, overwrite)
 
     @contextmanager
     def opened(self) -> Iterator[tuple[Any, tuple[int, str]]]:
@@ -82,10 +83,12 @@ class ParquetDocument:
         for group in range(source.metadata.num_row_groups):
             yield self._cells(source.read_row_group(group, columns=names), range(len(columns)))
 
-    def write_cells(self, source: Any, target: Path, groups: Iterator[list[str | None]]) -> None:
-        """Write ``source`` (``opened``) to ``target`` atomically with the selected cells of
-        each row group replaced by the next of ``groups``; DocumentError when they do not
-        match its row groups."""
+    def write_cells(
+        self, source: Any, target: Path, groups: Iterator[list[str | None]], overwrite: bool = True
+    ) -> None:
+        """Write ``source`` (``opened``) to ``target`` atomically (``overwrite`` as in
+        `write`) with the selected cells of each row group replaced by the next of ``groups``;
+        DocumentError, and nothing written, when they do not match its row groups."""
         columns = self._columns(source)
 
         def rebuilt(table: Any) -> Any:
@@ -94,9 +97,11 @@ class ParquetDocument:
                 raise DocumentError(f"{self.path}: the stored cells do not match its row groups")
             return _with_cells(table, columns, values)
 
-        self._rewrite(source, target, rebuilt)
-        if next(groups, None) is not None:
-            raise DocumentError(f"{self.path}: more row groups stored than it has")
+        def no_more() -> None:
+            if next(groups, None) is not None:
+                raise DocumentError(f"{self.path}: more row groups stored than it has")
+
+        self._rewrite(source, target, rebuilt, overwrite, no_more)
 
     def _cells(self, table: Any, columns: Sequence[int]) -> Cells:
         options = ReadOptions(protect=self.options.protect)
@@ -106,24 +111,31 @@ class ParquetDocument:
             for value in table.column(index).to_pylist()
         ]
 
-    def _rewrite(self, source: Any, target: Path, change: Callable[[Any], Any]) -> None:
+    def _rewrite(
+        self,
+        source: Any,
+        target: Path,
+        change: Callable[[Any], Any],
+        overwrite: bool,
+        last: Callable[[], None] = lambda: None,
+    ) -> None:
         """Write each row group of ``source``, through ``change``, as one row group of a
-        new file with its schema and codec, renamed over ``target`` at the end."""
+        new file with its schema and codec, then call ``last`` (which may refuse the file by
+        raising), and move the file onto ``target`` (`producer.files.atomic_target`)."""
         pa = _pyarrow()
         metadata = source.metadata
         codecs = _codecs(metadata)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            with pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codecs) as writer:
+            with (
+                atomic_target(target, overwrite) as temporary,
+                pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codecs) as writer,
+            ):
                 for group in range(metadata.num_row_groups):
                     table = change(source.read_row_group(group))
                     writer.write_table(table, row_group_size=max(1, table.num_rows))
-            os.replace(temporary, target)
+                last()
         except pa.ArrowException as error:
             raise DocumentError(f"{target}: Parquet cannot write this file: {error}") from None
-        finally:
-            temporary.unlink(missing_ok=True)
 
     def _open(self, where: Path | Any) -> Any:
         pa = _pyarrow()
