@@ -250,7 +250,8 @@ def wait_command(job_id: str, quiet: bool) -> None:
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write one JSON line per flagged sentence of the written documents to this file.",
+    help="Write one JSON line per flagged sentence of the written documents to this file; the "
+    "records of documents skipped (output exists) are kept from its earlier run.",
 )
 @click.option(
     "--source",
