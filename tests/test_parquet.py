@@ -26,11 +26,24 @@ OPTIONS = ReadOptions(columns=("text", "2"))
 CELLS = st.one_of(st.none(), sentence_text(), st.text(max_size=20))
 
 
-def write_table(path: Path, texts: list, notes: list, group: int, codec: str = "zstd") -> pa.Table:
+STRING = pa.string()
+#: The kinds of string column taken: plain, dictionary-encoded (a pandas categorical has
+#: int8 indices, ordered or not) and, from pyarrow 16, string_view.
+TEXT_TYPES = [
+    STRING,
+    pa.dictionary(pa.int32(), pa.string()),
+    pa.dictionary(pa.int8(), pa.string(), ordered=True),
+    *([pa.string_view()] if hasattr(pa, "string_view") else []),
+]
+
+
+def write_table(
+    path: Path, texts: list, notes: list, group: int, codec: str = "zstd", text: pa.DataType = STRING
+) -> pa.Table:
     table = pa.table(
         {
             "id": pa.array(range(len(texts)), pa.int64()),
-            "text": pa.array(texts, pa.string()),
+            "text": pa.array(texts, text),
             "note": pa.array(notes, pa.large_string()),
             "score": pa.array([0.5] * len(texts), pa.float32()),
         },
@@ -77,19 +90,29 @@ def test_translated_row_groups_keep_everything_else(tmp_path_factory, data, grou
     assert sorted(p.name for p in directory.iterdir()) == ["t.parquet", "t.zh.parquet"]
 
 
-def test_cells_render_their_translations_and_identity_gives_the_input(tmp_path, monkeypatch):
+@pytest.mark.parametrize("text", TEXT_TYPES, ids=str)
+def test_cells_render_their_translations_and_identity_gives_the_input(tmp_path, monkeypatch, text):
     source = tmp_path / "t.parquet"
-    write_table(
-        source, ["Hello there. How are you?", None, "42"], ["Keep me.", "a", None], group=2, codec="snappy"
+    table = write_table(
+        source,
+        ["Hello there. How are you?", None, "42", "Hello there. How are you?"],
+        ["Keep me.", "a", None, "b"],
+        group=2,
+        codec="snappy",
+        text=text,
     )
-    run(source, tmp_path / "out.parquet", ReadOptions(columns=("text",)))
+    report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=("text",)))
+    assert not report.errors, report.errors
     out = pq.read_table(tmp_path / "out.parquet")
+    assert out.schema == table.schema and out.column("text").type == text
     assert out.column("text").to_pylist() == [
         f"{translated('Hello there.')} {translated('How are you?')}",
         None,
         "42",
+        f"{translated('Hello there.')} {translated('How are you?')}",
     ]
-    assert out.column("note").to_pylist() == ["Keep me.", "a", None]
+    assert row_groups(tmp_path / "out.parquet") == [2, 2]
+    assert out.column("note").to_pylist() == ["Keep me.", "a", None, "b"]
     assert pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0).column(0).compression == "SNAPPY"
 
     monkeypatch.setattr(
@@ -98,7 +121,8 @@ def test_cells_render_their_translations_and_identity_gives_the_input(tmp_path, 
         lambda self, sentences: [type("R", (), {"text": s, "hit_length_cap": False})() for s in sentences],
     )
     run(source, tmp_path / "same.parquet")
-    assert pq.read_table(tmp_path / "same.parquet") == pq.read_table(source)
+    same, original = pq.read_table(tmp_path / "same.parquet"), pq.read_table(source)
+    assert same.schema == original.schema and same.to_pylist() == original.to_pylist()  # dictionaries anew
 
 
 @pytest.mark.parametrize(
@@ -148,11 +172,16 @@ def store(redis_server):
     return JobStore.from_settings(Settings(redis_url=redis_server.url))
 
 
-def test_a_job_stores_the_cells_and_writes_the_table_translate_writes(store, tmp_path):
+@pytest.mark.parametrize("text", TEXT_TYPES, ids=str)
+def test_a_job_stores_the_cells_and_writes_the_table_translate_writes(store, tmp_path, text):
     source = tmp_path / "in" / "t.parquet"
     source.parent.mkdir()
-    write_table(
-        source, ["Hello there. How are you?", None, "Fine.", "Hello there."], ["a", "b", None, "c"], group=3
+    table = write_table(
+        source,
+        ["Hello there. How are you?", None, "Fine.", "Hello there."],
+        ["a", "b", None, "c"],
+        group=3,
+        text=text,
     )
     job = JobBuilder(store, OPTIONS)
     job.add(Source(str(source), "t.zh.parquet"))
@@ -172,6 +201,14 @@ def test_a_job_stores_the_cells_and_writes_the_table_translate_writes(store, tmp
     write_document(rendered, tmp_path / "job.parquet", [source])
     run(source, tmp_path / "translate.parquet")
     assert (tmp_path / "job.parquet").read_bytes() == (tmp_path / "translate.parquet").read_bytes()
+    out = pq.read_table(tmp_path / "job.parquet")
+    assert out.schema == table.schema
+    assert out.column("text").to_pylist() == [
+        f"{translated('Hello there.')} {translated('How are you?')}",
+        None,
+        translated("Fine."),
+        translated("Hello there."),
+    ]
 
 
 def test_the_original_must_be_unchanged_wherever_it_is_found(store, tmp_path):

@@ -155,9 +155,22 @@ class ParquetDocument:
         indexes = column_indexes(schema.names, self.options.columns, str(self.path))
         for index in indexes:
             kind = schema.field(index).type
-            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            if not _holds_strings(pa, kind):
                 raise DocumentError(f"{self.path}: column {schema.names[index]!r} holds {kind}, not strings")
         return indexes
+
+
+def _holds_strings(pa: Any, kind: Any) -> bool:
+    """Whether a column of type ``kind`` holds strings: string, large_string, string_view
+    (pyarrow 16 and later), or a dictionary of one of them (a pandas categorical)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    is_string_view = getattr(pa.types, "is_string_view", None)
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or (is_string_view is not None and is_string_view(kind))
+    )
 
 
 def cells_document(cells: Sequence[Document | None]) -> Document:
@@ -175,7 +188,8 @@ def render_cells(cells: Sequence[Document | None], translations: Sequence[str]) 
 
 
 def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]) -> Any:
-    """``table`` with the cells of ``columns`` (column after column) set to ``values``."""
+    """``table`` with the cells of ``columns`` (column after column) set to ``values``, each
+    column of its type as it was (a dictionary column is encoded again, nulls as null indices)."""
     pa = _pyarrow()
     for n, index in enumerate(columns):
         field = table.schema.field(index)
