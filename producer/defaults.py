@@ -86,6 +86,12 @@ FRONT_MATTER_MAX_CHARS = 1 << 16
 #: corpora stay far below it; Parquet files are read by row group and not counted.
 MAX_FILE_BYTES = _env_number("TRANSQUEUE_MAX_FILE_BYTES", 64 << 30, 1)
 
+#: Seconds an inbox file must have stayed unchanged (its size and mtime) before a scan takes it,
+#: unless its schedule entry says otherwise (``settle``): a file still being copied or
+#: uploaded into the inbox is left for a later run. 3 s is above the 2 s mtime granularity of
+#: FAT file systems and well within any scan interval (`producer.inbox`).
+INBOX_SETTLE_S = 3.0
+
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20

@@ -6,12 +6,19 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
    worker that finished the job sends to the scheduler, already did; this catches a
    delivery that was lost);
 2. hash every document file of the inbox (found and named in the outbox as
-   `transqueue translate INBOX --out OUTBOX` does), reading it in pieces; a file whose path
-   and content hash are neither delivered already nor in a run still being translated is
-   read again and submitted (`producer.jobs.JobBuilder`, a window at a time), all in one
-   job. A file changed between the two reads is submitted again at the next run, since
-   its hash then differs from the one remembered;
+   `transqueue translate INBOX --out OUTBOX` does) that has settled (below), reading it
+   in pieces; a file whose path and content hash are neither delivered already nor in a
+   run still being translated is read again and submitted (`producer.jobs.JobBuilder`, a
+   window at a time), all in one job. A file changed between the two reads is submitted
+   again at the next run, since its hash then differs from the one remembered;
 3. record the run.
+
+A file has settled once it has stayed unchanged for the entry's `settle` seconds: its
+mtime is at least that old, or, for an mtime ahead of this clock (clock skew, a file
+unpacked from an archive), an earlier scan at least that long ago found the same size and
+mtime (the last scan's records of unsettled files are kept for this, `RunStore.settling`).
+A file still being written, a slow copy or an upload, is thus left for a later run,
+listed as skipped ("deferred: ..."); it never waits on the clock to catch up with its mtime.
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
 once it failed to parse (the run says why; it is tried again when its content changes).
@@ -26,10 +33,12 @@ A lock lost anyway is noted in the run's message, never raised.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import stat
 import threading
 import time
 import uuid
@@ -159,12 +168,17 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)
+    earlier, settling = store.runs.settling(entry.name), {}
     files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
         if not _utf8(name):
             skipped[name.encode("utf-8", "backslashreplace").decode()] = "the file name is not UTF-8"
             continue
         try:
+            unsettled = _unsettled(task.source.stat(), earlier.get(name), entry.settle)
+            if unsettled:
+                settling[name], skipped[name] = unsettled
+                continue
             content = _digest(task.source, options)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
             skipped[name] = exc.strerror or str(exc)
@@ -187,6 +201,14 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             store.runs.mark_seen(entry.name, {name: digest})
             continue
         files[name] = digest
+    store.runs.keep_settling(entry.name, settling)
+    if settling:
+        logger.info(
+            "inbox %s: %d file(s) deferred until they settle: %s",
+            entry.name,
+            len(settling),
+            ", ".join(settling),
+        )
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
     if not files:
         job.discard()
@@ -197,6 +219,28 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     store.runs.save(run)
     job.submit(out=entry.outbox, origin=f"inbox {entry.name}", extra={"inbox": entry.name, "run": run.run_id})
     return run
+
+
+def _unsettled(status: os.stat_result, earlier: str | None, settle: float) -> tuple[str, str] | None:
+    """None once the file of `status` has settled (see the module docstring); else the record
+    of it to keep for the next scan (`earlier` is the last scan's, if any) and why it is
+    deferred. Anything but a regular file is never deferred: the read refuses it, as ever."""
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    now, limit = time.time_ns(), round(settle * 1e9)
+    shape = f"{status.st_size}:{status.st_mtime_ns}:"
+    since = now
+    if earlier and earlier.startswith(shape):  # unchanged since the last scan
+        with contextlib.suppress(ValueError):  # a record garbled in Redis counts as none
+            since = min(now, int(earlier.removeprefix(shape)))
+    age = now - status.st_mtime_ns
+    if age >= limit or now - since >= limit:
+        return None
+    if age >= 0:
+        why = f"changed {age / 1e9:.1f} s ago; taken once unchanged for {settle:g} s"
+    else:
+        why = f"its mtime is {-age / 1e9:,.1f} s ahead of this clock; taken once unchanged for {settle:g} s"
+    return f"{shape}{since}", f"deferred: {why}"
 
 
 def _utf8(name: str) -> bool:

@@ -11,6 +11,7 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
     columns = ["body"]               # optional: CSV/TSV columns to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
     protect = ['\b[A-Z]+-\d+\b']     # optional: text kept as is (ticket ids), as --protect
+    settle = 3                       # optional: seconds a file must stay unchanged to be taken
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ from typing import Any
 
 from celery.schedules import crontab
 
+from producer import defaults
 from producer.protect import ProtectError, compile_patterns
 from store.keys import BadName, check_name
 from store.queues import SCAN_TASK
 
 #: The longest interval a schedule may give in seconds (a year): beat cannot wait longer.
 MAX_INTERVAL_S = 366 * 24 * 3600
+
+#: The longest settle time an entry may give in seconds (a day): a file unchanged for that
+#: long is not being written.
+MAX_SETTLE_S = 24 * 3600
 
 try:
     import tomllib
@@ -51,6 +57,7 @@ class InboxEntry:
     reflow: bool = False
     columns: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()
+    settle: float = defaults.INBOX_SETTLE_S
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InboxEntry:
@@ -64,6 +71,7 @@ class InboxEntry:
             reflow=bool(data.get("reflow", False)),
             columns=tuple(str(column) for column in data.get("columns", ())),
             protect=tuple(data.get("protect", ())),
+            settle=float(data.get("settle", defaults.INBOX_SETTLE_S)),
         )
 
     def celery_schedule(self) -> crontab | float:
@@ -102,7 +110,8 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     missing = [k for k in ("name", "inbox", "outbox", "schedule") if k not in table]
     if missing:
         raise ScheduleError(f"{where}: missing {', '.join(missing)}")
-    unknown = set(table) - {"name", "inbox", "outbox", "schedule", "fields", "reflow", "columns", "protect"}
+    known = {"name", "inbox", "outbox", "schedule", "fields", "reflow", "columns", "protect", "settle"}
+    unknown = set(table) - known
     if unknown:
         raise ScheduleError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     try:
@@ -122,6 +131,11 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     _check_list(where, table, "protect", "a list of regular expressions", (str,))
     if not isinstance(table.get("reflow", False), bool):
         raise ScheduleError(f"{where}: reflow must be true or false")
+    settle = table.get("settle", defaults.INBOX_SETTLE_S)
+    if isinstance(settle, bool) or not isinstance(settle, int | float) or not 0 <= settle <= MAX_SETTLE_S:
+        raise ScheduleError(
+            f"{where}: settle must be a number of seconds from 0 to {MAX_SETTLE_S:,} (a day), not {settle!r}"
+        )
     entry = InboxEntry.from_dict(table)
     try:
         compile_patterns(entry.protect)

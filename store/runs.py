@@ -97,6 +97,22 @@ class RunStore:
         if names:
             self.client.hdel(InboxKeys(name).seen, *names)
 
+    def settling(self, name: str) -> dict[str, str]:
+        """File name -> the record (`producer.inbox`) of each file the entry's last scan left
+        to settle."""
+        return self.client.hgetall(InboxKeys(name).settling)
+
+    def keep_settling(self, name: str, files: dict[str, str]) -> None:
+        """Replace the records of files left to settle with `files`: only those of the
+        latest scan are kept."""
+        key = InboxKeys(name).settling
+        with self.client.pipeline() as pipe:
+            pipe.delete(key)
+            if files:
+                pipe.hset(key, mapping=files)
+                pipe.expire(key, defaults.INBOX_RECORDS_TTL)
+            pipe.execute()
+
     def lock(self, name: str, timeout: float) -> Lock:
         """The entry's lock (not yet taken), expiring `timeout` seconds after each (re)take.
 

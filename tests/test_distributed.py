@@ -372,7 +372,7 @@ def test_documents_of_several_windows_come_back_as_translate_writes_them(
     assert_settled_once(store, info)
 
     inbox, outbox = tmp_path / "in", tmp_path / "outbox"  # and through an inbox, delivered
-    entry = InboxEntry("windows", str(inbox), str(outbox), 60, fields=FIELDS)
+    entry = InboxEntry("windows", str(inbox), str(outbox), 60, fields=FIELDS, settle=0)
     run = run_inbox(store, entry)
     assert cluster.wait_job(run.job).hits == info.total  # all from the translation memory
     deliver_job(store, run.job, {"windows": entry})
@@ -469,7 +469,7 @@ def test_parquet_through_a_job_comes_back_as_translate_writes_it(cluster, transl
     inbox, outbox = tmp_path / "inbox", tmp_path / "outbox"  # an inbox with columns
     inbox.mkdir()
     moved.rename(inbox / "data.parquet")
-    entry = InboxEntry("tables", str(inbox), str(outbox), 60, columns=("text",))
+    entry = InboxEntry("tables", str(inbox), str(outbox), 60, columns=("text",), settle=0)
     run = run_inbox(cluster.store(), entry)
     assert cluster.wait_job(run.job).hits == 20
     deliver_job(cluster.store(), run.job, {"tables": entry})
@@ -658,6 +658,7 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
                         "outbox": str(outbox),
                         "schedule": "*/5 * * * *",
                         "fields": list(FIELDS),
+                        "settle": 0,  # its files are written just before each scan
                     }
                 ]
             }

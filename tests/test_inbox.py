@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import os
 import re
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from producer import defaults as producer_defaults
 from producer import inbox
 from producer.files import FileTask, plan_files
 from producer.inbox import deliver_job, run_inbox
@@ -37,7 +40,8 @@ def store(redis_server):
 def entry(tmp_path) -> InboxEntry:
     (tmp_path / "inbox").mkdir()
     (tmp_path / "inbox" / "a.txt").write_text("Hello there.\n", encoding="utf-8")
-    return InboxEntry("docs", str(tmp_path / "inbox"), str(tmp_path / "outbox"), 60)
+    # settle=0: the files of these tests are taken as soon as they are written (see below)
+    return InboxEntry("docs", str(tmp_path / "inbox"), str(tmp_path / "outbox"), 60, settle=0)
 
 
 def test_trimming_the_runs_keeps_those_in_flight(store, entry, monkeypatch):
@@ -142,7 +146,7 @@ def test_compressed_tables_are_delivered_compressed_with_their_columns_translate
     rows = 'id,body,note\r\n1,"Hello there, friend.",keep\r\n2,,"also, kept"\r\n'
     (inbox_dir / "rows.csv.gz").write_bytes(gzip.compress(rows.encode(), mtime=0))
     (inbox_dir / "t.parquet").write_bytes(b"PAR1")
-    entry = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("body",))
+    entry = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("body",), settle=0)
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["rows.csv.gz"]
     assert "t.parquet: not a readable Parquet file" in run.invalid["t.parquet"]
@@ -157,7 +161,7 @@ def test_a_parquet_file_is_delivered_from_the_inbox_only_while_unchanged(store, 
     inbox_dir, outbox = tmp_path / "tables", tmp_path / "outbox"
     inbox_dir.mkdir()
     pq.write_table(pa.table({"body": ["Hello there.", None], "n": [1, 2]}), inbox_dir / "t.parquet")
-    entry = InboxEntry("pq", str(inbox_dir), str(outbox), 60, columns=("body",))
+    entry = InboxEntry("pq", str(inbox_dir), str(outbox), 60, columns=("body",), settle=0)
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["t.parquet"]
     finish(store, run.job)
@@ -227,7 +231,7 @@ def test_a_file_found_invalid_is_submitted_once_its_entry_is_fixed(store, tmp_pa
     inbox_dir = tmp_path / "tables"
     inbox_dir.mkdir()
     (inbox_dir / "t.csv").write_text("id,body\r\n1,Hello there.\r\n")
-    typo = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("bdy",))
+    typo = InboxEntry("tables", str(inbox_dir), str(tmp_path / "outbox"), 60, columns=("bdy",), settle=0)
     run = run_inbox(store, typo)
     assert "no column 'bdy'" in run.invalid["t.csv"]
     assert run_inbox(store, typo).state == NOTHING_NEW  # not retried while the entry is unchanged
@@ -249,8 +253,71 @@ def test_a_delivered_file_is_translated_again_for_a_new_outbox_or_fields(store, 
 
 
 def test_records_from_before_the_settings_hash_translate_nothing_again(store, entry):
-    import hashlib
-
     content = hashlib.sha256((Path(entry.inbox) / "a.txt").read_bytes()).hexdigest()
     store.runs.mark_seen("docs", {"a.txt": content})  # as the code before it recorded a file
     assert run_inbox(store, entry).state == NOTHING_NEW
+
+
+def set_mtime(path: Path, seconds_from_now: float) -> None:
+    """Date a file's mtime (and atime) `seconds_from_now`, instead of sleeping."""
+    when = time.time() + seconds_from_now
+    os.utime(path, (when, when))
+
+
+def test_a_file_is_taken_only_once_unchanged_for_the_settle_time(store, entry):
+    settled = dataclasses.replace(entry, settle=InboxEntry.settle)  # the default: 3 s
+    assert settled.settle == producer_defaults.INBOX_SETTLE_S == 3
+    inbox_dir = Path(entry.inbox)
+    set_mtime(inbox_dir / "a.txt", -10)
+    (inbox_dir / "b.txt").write_text("Still being cop", encoding="utf-8")  # mtime: now
+    (inbox_dir / "c.md").write_text("# Half\n", encoding="utf-8")
+    set_mtime(inbox_dir / "c.md", -2)
+    run = run_inbox(store, settled)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and run.invalid == {}
+    assert set(run.skipped) == {"b.txt", "c.md"}
+    assert re.fullmatch(r"deferred: changed 0\.\d s ago; taken once unchanged for 3 s", run.skipped["b.txt"])
+    assert re.fullmatch(r"deferred: changed 2\.\d s ago; taken once unchanged for 3 s", run.skipped["c.md"])
+    assert set(store.runs.settling("docs")) == {"b.txt", "c.md"}
+    assert set(store.runs.seen("docs")) == set()  # nothing recorded against them
+
+    (inbox_dir / "b.txt").write_text("Still being copied.\n", encoding="utf-8")
+    set_mtime(inbox_dir / "b.txt", -3)
+    set_mtime(inbox_dir / "c.md", -3)
+    run = run_inbox(store, settled)
+    assert run.state == SUBMITTED and sorted(run.files) == ["b.txt", "c.md"] and run.skipped == {}
+    assert store.runs.settling("docs") == {}
+    whole = hashlib.sha256(b"Still being copied.\n").hexdigest()
+    assert run.files["b.txt"].startswith(f"{whole}:")  # the whole file, not its first part
+
+
+def test_a_file_whose_mtime_is_ahead_of_the_clock_waits_the_settle_time_not_the_clock(store, entry):
+    settled = dataclasses.replace(entry, settle=3)
+    inbox_dir = Path(entry.inbox)
+    (inbox_dir / "a.txt").unlink()
+    ahead = inbox_dir / "ahead.txt"  # written on a host whose clock is an hour fast
+    ahead.write_text("From the future.\n", encoding="utf-8")
+    set_mtime(ahead, 3600)
+
+    def one_scan_earlier(seconds: float) -> None:
+        """Date the record the last scan left as if that scan ran `seconds` ago."""
+        (record,) = store.runs.settling("docs").values()
+        shape, _, since = record.rpartition(":")
+        store.runs.keep_settling("docs", {"ahead.txt": f"{shape}:{int(since) - int(seconds * 1e9)}"})
+
+    first = run_inbox(store, settled)
+    assert first.state == NOTHING_NEW and first.files == {}
+    assert re.fullmatch(
+        r"deferred: its mtime is 3,\d{3}\.\d s ahead of this clock; taken once unchanged for 3 s",
+        first.skipped["ahead.txt"],
+    )
+    assert run_inbox(store, settled).skipped.keys() == {"ahead.txt"}  # unchanged, but not for 3 s yet
+    one_scan_earlier(2)
+    assert run_inbox(store, settled).skipped.keys() == {"ahead.txt"}
+    one_scan_earlier(3)
+    ahead.write_text("From the future, still growing.\n", encoding="utf-8")
+    set_mtime(ahead, 3600)
+    assert run_inbox(store, settled).skipped.keys() == {"ahead.txt"}  # changed: waits anew
+    one_scan_earlier(3)
+    run = run_inbox(store, settled)
+    assert run.state == SUBMITTED and list(run.files) == ["ahead.txt"] and run.skipped == {}
+    assert store.runs.settling("docs") == {}

@@ -25,6 +25,7 @@ inbox = "/data/in2"
 outbox = "/data/out2"
 schedule = 30
 reflow = true
+settle = 0.5
 """
 
 
@@ -34,6 +35,7 @@ def test_toml_entries_become_beat_entries(tmp_path):
     entries = load_schedule(path)
     assert entries[0] == InboxEntry("support", "/data/in", "/data/out", "*/10 * * * *", ("text",), False)
     assert entries[1].reflow and entries[1].schedule == 30
+    assert (entries[0].settle, entries[1].settle) == (3, 0.5)  # the default, and the entry's own
     beat = beat_schedule(entries)
     assert set(beat) == {"inbox:support", "inbox:fast"}
     assert beat["inbox:support"]["task"] == SCAN_TASK
@@ -46,6 +48,7 @@ def test_toml_entries_become_beat_entries(tmp_path):
 def test_the_deploy_schedule_loads_with_its_table_columns():
     entries = {e.name: e for e in load_schedule(Path(__file__).parents[1] / "deploy" / "schedule.toml")}
     assert entries["tables"].columns == ("body",) and entries["records"].fields == ("text",)
+    assert (entries["articles"].settle, entries["tables"].settle) == (5, 3)
 
 
 def test_json_schedule(tmp_path):
@@ -96,6 +99,16 @@ def test_json_schedule(tmp_path):
             "reflow must be true or false",
         ),
         ({"name": "a", "inbox": 3, "outbox": "o", "schedule": 1}, "inbox must be a directory path"),
+        *(
+            ({"name": "a", "inbox": "i", "outbox": "o", "schedule": 1, "settle": settle}, message)
+            for settle, message in [
+                (-1, "settle must be a number of seconds from 0 to 86,400 \\(a day\\), not -1"),
+                (86401, "not 86401"),
+                (float("nan"), "not nan"),
+                ("3", "not '3'"),
+                (True, "not True"),
+            ]
+        ),
     ],
 )
 def test_bad_entries_name_file_and_entry(tmp_path, entry, message):

@@ -42,6 +42,7 @@ def services(redis_server, tiny_bundle, tmp_path_factory):
                         "inbox": str(root / "inbox"),
                         "outbox": str(root / "outbox"),
                         "schedule": 3600,
+                        "settle": 0,  # a.txt is scanned as soon as it is written
                     }
                 ]
             }
