@@ -6,11 +6,13 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
    worker that finished the job sends to the scheduler, already did; this catches a
    delivery that was lost);
 2. hash every document file of the inbox (found and named in the outbox as
-   `transqueue translate INBOX --out OUTBOX` does) that has settled (below), reading it
-   in pieces; a file whose path and content hash are neither delivered already nor in a
-   run still being translated is read again and submitted (`producer.jobs.JobBuilder`, a
-   window at a time), all in one job. A file changed between the two reads is submitted
-   again at the next run, since its hash then differs from the one remembered;
+   `transqueue translate INBOX --out OUTBOX` does, less the names in a directory or file
+   starting with '.', which writers such as rsync use for files in progress) that has
+   settled (below), reading it in pieces; a file whose path and content hash are neither
+   delivered already nor in a run still being translated is read again and submitted
+   (`producer.jobs.JobBuilder`, a window at a time), all in one job. A file changed
+   between the two reads is submitted again at the next run, since its hash then differs
+   from the one remembered;
 3. record the run.
 
 A file has settled once it has stayed unchanged for the entry's `settle` seconds: its
@@ -164,7 +166,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         tasks = plan_files([inbox], outbox)
     except (DocumentError, OSError) as exc:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
-    named = {str(task.source.relative_to(inbox)): task for task in tasks}
+    listed = {str(task.source.relative_to(inbox)): task for task in tasks}
+    named = {
+        name: task for name, task in listed.items() if not any(p.startswith(".") for p in Path(name).parts)
+    }
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)

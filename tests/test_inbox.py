@@ -321,3 +321,23 @@ def test_a_file_whose_mtime_is_ahead_of_the_clock_waits_the_settle_time_not_the_
     run = run_inbox(store, settled)
     assert run.state == SUBMITTED and list(run.files) == ["ahead.txt"] and run.skipped == {}
     assert store.runs.settling("docs") == {}
+
+
+def test_names_of_files_in_progress_are_passed_over(store, entry):
+    inbox_dir = Path(entry.inbox)
+    (inbox_dir / ".rsync-partial").mkdir()
+    names = [
+        ".a.txt.Xy12Qz",  # rsync's temporary file
+        ".draft.txt",
+        ".rsync-partial/b.txt",  # rsync --partial-dir
+        "c.txt.part",
+        "d.jsonl.partial",
+        "e.md.tmp",
+        "f.csv.crdownload",
+        "g.txt~",
+    ]
+    for name in names:
+        (inbox_dir / name).write_text("Not yet.\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
+    assert (run.skipped, run.invalid) == ({}, {})
