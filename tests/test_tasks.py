@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-import redis
 from celery.exceptions import Reject
-from distributed_support import RedisServer
+from distributed_support import RedisServer, wait_for
 
 from store.config import Settings
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
+from store.keys import JobKeys
 from worker import tasks
 
 pytest_plugins = ["distributed_support"]
@@ -30,12 +32,8 @@ def _store_the_chunk(store: JobStore, job_id: str = "j") -> None:
     writer.flush()
 
 
-@pytest.mark.parametrize("failure", [RuntimeError("a bug"), redis.ConnectionError("gone")])
-def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeypatch, failure):
-    """The chunk fails at its last allowed delivery; recording that (an error entry, dead
-    letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
-    settings = Settings(redis_url=server.url, max_deliveries=1)
-    store = JobStore.from_settings(settings)
+def _create_the_job(store: JobStore, extra: dict[str, str] | None = None) -> None:
+    """Job "j": two sentences in one chunk, stored as submit stores them."""
     _store_the_chunk(store)
     store.create(
         NewJob(
@@ -46,24 +44,39 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
             chunks=1,
             out="",
             origin="files",
+            extra=extra or {},
         )
     )
 
+
+def _wire(monkeypatch, settings: Settings) -> None:
+    """Run the tasks module as a worker of `settings` would: its settings, a store that
+    fails at once when Redis is away (a worker's waits out the patience), and a Translator
+    of its own bundle, loaded afresh."""
+    monkeypatch.setattr(tasks, "env_settings", lambda: settings)
+    monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
+    monkeypatch.setattr(tasks.runtime, "_state", {})
+
+
+def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeypatch):
+    """The chunk fails at its last allowed delivery; recording that (an error entry, dead
+    letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
+    settings = Settings(redis_url=server.url, max_deliveries=1)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+
     def fail(*_args: object) -> None:
         server.kill()
-        raise failure
+        raise RuntimeError("a bug")
 
     monkeypatch.setattr(tasks, "env_settings", lambda: settings)
     monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
     monkeypatch.setattr(tasks.runtime, "load_translator", lambda _settings: None)
+    # Stand-in: no real failure of a chunk escapes process_chunk and then stops Redis before it is recorded.
     monkeypatch.setattr(tasks, "process_chunk", fail)
     with pytest.raises(Reject) as rejected:
         tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
-    assert rejected.value.requeue
-    if isinstance(failure, redis.RedisError):  # Redis went away: requeued, no strike to record
-        assert "ConnectionError" in str(rejected.value.reason)
-    else:
-        assert "could not be recorded" in str(rejected.value.reason)
+    assert rejected.value.requeue and "could not be recorded" in str(rejected.value.reason)
 
     server.start()  # the AOF brings the job back: nothing was settled, nothing is lost
     info = store.info("j")
@@ -71,45 +84,92 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     assert store.dead_letters("j") == {}
 
 
-def _job(server, monkeypatch, failure: Exception, extra: dict[str, str] | None = None) -> JobStore:
-    """A two-sentence job of one chunk on `server`, whose chunk fails with `failure`, at a
-    delivery cap of one; the tasks module wired to it, its sent tasks kept in `sent`."""
-    settings = Settings(redis_url=server.url, max_deliveries=1)
+def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkeypatch, tiny_bundle):
+    """Redis dies while the worker translates (the test hook holds the first sentence):
+    writing the result fails, and the chunk goes back to the queue with no strike and no
+    error recorded, since it was not the chunk's fault."""
+    settings = Settings(
+        redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=1, test_poison="sleep:One."
+    )
     store = JobStore.from_settings(settings)
-    _store_the_chunk(store)
-    new = NewJob(job_id="j", documents=1, segments=2, total=2, chunks=1, out="", origin="files")
-    store.create(NewJob(**{**new.__dict__, "extra": extra or {}}))
+    _create_the_job(store)
+    _wire(monkeypatch, settings)
+    outcome: list[BaseException] = []
 
-    def fail(*_args: object) -> None:
-        raise failure
+    def run() -> None:
+        try:
+            tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
 
-    monkeypatch.setattr(tasks, "env_settings", lambda: settings)
-    monkeypatch.setattr(tasks, "process_store", JobStore.from_settings)
-    monkeypatch.setattr(tasks.runtime, "load_translator", lambda _settings: None)
-    monkeypatch.setattr(tasks, "process_chunk", fail)
-    return store
+    worker = threading.Thread(target=run)
+    worker.start()
+    # the job's fingerprint is claimed just before the translator is asked (and held)
+    wait_for(lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start")
+    server.kill()
+    worker.join()
+    (rejected,) = outcome
+    assert isinstance(rejected, Reject) and rejected.requeue
+    reason = str(rejected.reason)  # requeued as Redis being away, not as a failure struck
+    assert reason.startswith("chunk 0 of job j: ") and reason.endswith("ConnectionError")
+
+    server.start()
+    info = store.info("j")
+    assert (info.done, info.dead, info.finished) == (0, 0, False)
+    assert store.client.hget(JobKeys("j").strikes, "0") is None and store.errors("j") == []
 
 
-def test_a_redis_error_that_is_not_redis_away_is_struck_not_retried_forever(server, monkeypatch):
-    store = _job(server, monkeypatch, redis.ResponseError("WRONGTYPE Operation against a key"))
+def _worker_without_mget(server: RedisServer) -> str:
+    """The URL of a Redis user that may do anything but MGET, which a chunk needs for its
+    translation-memory lookups: Redis refuses them (NOPERM), an error that is not Redis
+    being away, while everything a failure is recorded with still works."""
+    server.client().acl_setuser(
+        "worker",
+        enabled=True,
+        passwords=["+secret"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-mget"],
+    )
+    return f"redis://worker:secret@127.0.0.1:{server.port}/0"
+
+
+def test_a_redis_error_that_is_not_redis_away_is_struck_not_retried_forever(server, monkeypatch, tiny_bundle):
+    store = JobStore.from_settings(Settings(redis_url=server.url))
+    _create_the_job(store)
+    url = _worker_without_mget(server)
+    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=1))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # no Reject: the cap is reached
     info = store.info("j")
     assert (info.dead, info.finished, info.state) == (2, True, "partial")
+    assert "NoPermissionError" in str(store.errors("j")[0]["error"])
+    assert {letter.deliveries for letter in store.dead_letters("j").values()} == {1}
 
 
-def test_a_job_whose_records_refuse_the_failure_drops_the_chunk_and_says_so(server, monkeypatch):
-    store = _job(server, monkeypatch, RuntimeError("a bug"))
-    store.client.set("tq:job:j:dead", "not a hash")  # where its dead letters would go
+def test_a_job_whose_records_refuse_the_failure_drops_the_chunk_and_says_so(server, monkeypatch, tiny_bundle):
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=1)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    _wire(monkeypatch, settings)
+    # where its dead letters go: the chunk's lookup of settled slots fails on it, and so does
+    # the dead-lettering of that failure
+    store.client.set(JobKeys("j").dead, "not a hash")
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # dropped, not requeued forever
     (orphan,) = store.orphans()
     assert orphan["job"] == "'j'" and "refused the failure" in str(orphan["reason"])
+    assert "ResponseError" in str(store.errors("j")[0]["error"])  # the chunk's own failure
 
 
-def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch):
-    _job(server, monkeypatch, RuntimeError("a bug"), extra={"inbox": "reports"})
+def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch, tiny_bundle):
+    store = JobStore.from_settings(Settings(redis_url=server.url))
+    _create_the_job(store, extra={"inbox": "reports"})
+    url = _worker_without_mget(server)
+    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=1))
     sent: list[tuple[str, list[str]]] = []
+    # Recorded, not sent: the app's broker is read once per process from the environment.
     monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    assert store.info("j").dead == 2
     assert sent == [(tasks.DELIVER_TASK, ["j"])]
 
 
