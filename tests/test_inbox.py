@@ -81,6 +81,38 @@ def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeyp
     assert store.runs.list("docs") == [run]
 
 
+def test_a_run_longer_than_the_lock_timeout_keeps_its_lock_and_releases_it(redis_server, entry, monkeypatch):
+    """The keeper thread extends the lock while the run goes on: held by this run's token
+    for more than a whole timeout of a busy run, gone once the run ends."""
+    redis_server.client().flushdb()
+    timeout = 2  # seconds (TRANSQUEUE_INBOX_LOCK_TIMEOUT): extended every 2/3 s
+    store = JobStore.from_settings(
+        Settings(redis_url=redis_server.url, queue="nobody", inbox_lock_timeout=timeout)
+    )
+    lock_key = InboxKeys("docs").lock
+    submit = JobBuilder.submit
+    seen: list[str | None] = []
+
+    def submit_after_a_long_wait(*args, **kwargs):
+        # The run is busy here (a real one would be hashing or reading a big inbox): the lock,
+        # taken before, is watched until more than one timeout has gone by.
+        busy = time.monotonic()
+        seen.append(store.client.get(lock_key))
+        while time.monotonic() - busy < 1.5 * timeout:
+            seen.append(store.client.get(lock_key))
+            time.sleep(0.05)
+        return submit(*args, **kwargs)
+
+    # The real submit, made to wait: nothing real keeps a run busy for a chosen time.
+    monkeypatch.setattr(JobBuilder, "submit", submit_after_a_long_wait)
+    run = run_inbox(store, entry)
+    token = seen[0]
+    assert token is not None and set(seen) == {token}  # held by this run all along
+    assert run.state == SUBMITTED and not run.message  # no lock problem noted
+    assert store.client.exists(lock_key) == 0  # released at the end
+    assert run_inbox(store, entry).state == NOTHING_NEW  # the next run takes it
+
+
 def finish(store: JobStore, job_id: str) -> None:
     """Settle every sentence of a job as a worker would (nobody consumes its chunks here)."""
     for slot in range(store.info(job_id).total):
