@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,36 @@ def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
     result = runner.invoke(main, ["validate", str(out), "--reference", str(tiny_marian_dir), *flags])
     assert result.exit_code == 0, result.output
     assert "validation passed" in result.output
+
+
+def test_a_bundle_that_fails_validation_replaces_nothing_and_is_left_in_partial(
+    tiny_marian_dir, tiny_bundle, tmp_path
+):
+    out, staging = tmp_path / "bundle", tmp_path / "bundle.partial"
+    shutil.copytree(tiny_bundle, out)
+    before = {path.name: sha256_file(path) for path in out.iterdir()}
+    runner = CliRunner()
+    flags = ["--int8-min-exact", "0", "--int8-min-agreement", "0", "--parity-corpus", str(TINY_CORPUS)]
+    args = ["export", str(tiny_marian_dir), "--out", str(out), "--force", *flags]
+    # ONNX Runtime's fp32 logits differ from PyTorch's by about 1e-7: a 1e-9 tolerance fails
+    result = runner.invoke(main, [*args, "--fp32-max-diff", "1e-9"])
+    assert result.exit_code == 1
+    assert f"validation failed, bundle left in {staging} for inspection" in result.output
+    assert "fp32 logits differ from PyTorch by" in result.output and "> 1e-09" in result.output
+    assert {path.name: sha256_file(path) for path in out.iterdir()} == before  # the old bundle, whole
+
+    # left for inspection: the whole build, every file in its manifest, which has no validation
+    left = read_manifest(staging)
+    assert "validation" not in left.data and set(left.precisions) == {"int8", "fp32"}
+    assert {path.name for path in staging.iterdir()} == {*left.files, "bundle.json"}
+    for name, info in left.files.items():
+        assert sha256_file(staging / name) == info["sha256"]
+
+    # the next export replaces what was left and, validated, moves it to out
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert not staging.exists()
+    assert read_manifest(out).data["validation"]["fp32"]["threshold"] == 1e-3
 
 
 def test_hub_id_offline_fails_with_local_directory_advice(monkeypatch, tmp_path):
@@ -380,8 +411,6 @@ def test_export_never_replaces_a_directory_that_is_not_a_bundle_and_a_bundle_onl
     assert (stray / "notes.txt").exists()
 
     out = tmp_path / "copy"
-    import shutil
-
     shutil.copytree(tiny_bundle, out)
     runner = CliRunner()
     args = ["export", str(tiny_marian_dir), "--out", str(out), "--skip-validation"]
