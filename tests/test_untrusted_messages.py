@@ -12,13 +12,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, TRANSQUEUE_WORKER, Worker, wait_for
 
+from cli import main
 from producer.inbox import run_inbox
 from producer.schedule import load_schedule
 from store.config import Settings
 from store.jobstore import JobStore
-from store.keys import JobKeys
+from store.keys import ORPHANS_KEY, JobKeys
 from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client, model_key, model_queue
 from store.runs import FAILED
 
@@ -157,6 +159,54 @@ def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
     assert worker.log_text().count(f"dropped a {TRANSLATE_TASK} message") == 5
     refused = [o for o in store.orphans() if str(o["reason"]).startswith("refused")]
     assert len(refused) == 5
+
+
+def test_jobs_counts_the_chunk_messages_set_aside(redis_server, tiny_bundle, tmp_path):
+    """A job removed while its chunk message is queued, and a refused message: the worker
+    that takes them sets both aside, and `transqueue jobs` counts them."""
+    # a queue of this test alone, which no worker consumes until the job is gone
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis_server.url,
+        "TRANSQUEUE_BUNDLE": str(tiny_bundle),
+        "TRANSQUEUE_THREADS": "1",
+        "TRANSQUEUE_QUEUE": "late",
+    }
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    store.client.delete(ORPHANS_KEY)  # those of the other tests
+    source = tmp_path / "a.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    submitted = CliRunner().invoke(main, ["submit", str(source), "--out", str(tmp_path / "out")], env=env)
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.output.strip()
+    assert store.info(job_id).chunks == 1
+    store.discard(job_id)  # removed (as an expired job is) with its chunk still queued
+    settings = Settings(bundle=str(tiny_bundle), queue="late")
+    with client.connection_for_write(redis_server.url) as connection:
+        client.send_task(
+            TRANSLATE_TASK,
+            args=[f"{job_id}:docs", 0, [[0, "x"]]],  # refused: addresses another key
+            connection=connection,
+            queue=model_queue(settings, model_key(settings)),
+        )
+    worker = Worker("late", env, tmp_path)
+    try:
+        worker.start()
+        wait_for(
+            lambda: len(list(store.orphans())) == 2,
+            "both messages to be set aside",
+            timeout=60,
+            detail=worker.log_text,
+        )
+    finally:
+        worker.kill()
+    reasons = sorted(str(orphan["reason"]) for orphan in store.orphans())
+    assert reasons[0].startswith("no such job") and reasons[1].startswith("refused")
+    listed = CliRunner().invoke(main, ["jobs"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert (
+        "2 chunk messages were set aside (their job no longer exists, or the message was refused)"
+        in listed.output
+    )
 
 
 @pytest.mark.parametrize("command", [CELERY_WORKER, TRANSQUEUE_WORKER])
