@@ -5,7 +5,8 @@ the segmentation) and build a Precompiled normalizer even from an empty charsmap
 (which makes `tokenizers` panic). Here each side is converted on its own terms:
 
 - source.tokenizer.json: the source.spm unigram model with its own pieces and scores,
-  its own normalizer rules, and Marian's special tokens split out first. The runtime
+  its own normalizer rules (`spm_normalizer`: exact but for some grapheme clusters under
+  a charsmap, or refused by `problems`), and Marian's special tokens split out first. The runtime
   maps the produced pieces to ids through vocab.json, exactly as MarianTokenizer does.
 - target.tokenizer.json: a word-level model over vocab.json, so that generated ids map
   straight back to pieces, with a decoder equal to SentencePiece's `decode_pieces` on
@@ -20,7 +21,9 @@ import json
 from pathlib import Path
 
 from sentencepiece import sentencepiece_model_pb2 as spm_model
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models
+
+from models.builder import spm_normalizer
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
 _UNKNOWN, _CONTROL = 2, 3  # SentencePiece ModelProto.SentencePiece.Type values
@@ -32,23 +35,27 @@ def _load_spm(path: Path) -> spm_model.ModelProto:
     return proto
 
 
-def _normalizer(spec) -> normalizers.Normalizer | None:
-    steps = []
-    if spec.precompiled_charsmap:
-        steps.append(normalizers.Precompiled(spec.precompiled_charsmap))
-    if spec.remove_extra_whitespaces:  # \A and \z: `tokenizers`' ^ and $ match at every line
-        steps.append(normalizers.Replace(Regex(r"\A +| +\z"), ""))
-        steps.append(normalizers.Replace(Regex(" {2,}"), " "))
-    if not steps:
-        return None
-    return normalizers.Sequence(steps)
+def _problems(proto: spm_model.ModelProto) -> list[str]:
+    found = []
+    if proto.trainer_spec.model_type != 1:  # UNIGRAM
+        found.append("not a unigram model (only unigram SentencePiece models are supported)")
+    return found + spm_normalizer.problems(
+        proto.normalizer_spec, proto.trainer_spec.treat_whitespace_as_suffix
+    )
+
+
+def problems(source_spm: Path) -> list[str]:
+    """What in source.spm the source tokenizer cannot reproduce exactly (empty when nothing;
+    the grapheme clusters `spm_normalizer` describes aside)."""
+    return _problems(_load_spm(source_spm))
 
 
 def source_tokenizer(source_spm: Path) -> Tokenizer:
     """Build the source-side tokenizer from source.spm (pieces are mapped to ids later)."""
     proto = _load_spm(source_spm)
-    if proto.trainer_spec.model_type != 1:  # UNIGRAM
-        raise ValueError(f"{source_spm}: only unigram SentencePiece models are supported")
+    found = _problems(proto)
+    if found:
+        raise ValueError(f"{source_spm}: cannot be converted exactly: {'; '.join(found)}")
     # control pieces (<s>, </s>) never match text in SentencePiece: a literal "<s>" is
     # "<", "s", ">" (Marian's </s>, <unk> and <pad> are split out first, as special tokens)
     matched = [piece for piece in proto.pieces if piece.type != _CONTROL]
@@ -57,11 +64,11 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     tokenizer = Tokenizer(
         models.Unigram(pieces, unk_id=unk_id, byte_fallback=proto.trainer_spec.byte_fallback)
     )
-    normalizer = _normalizer(proto.normalizer_spec)
+    normalizer, pre_tokenizer = spm_normalizer.pipeline(proto.normalizer_spec)
     if normalizer is not None:
         tokenizer.normalizer = normalizer
-    prepend = "always" if proto.normalizer_spec.add_dummy_prefix else "never"
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=False)
+    if pre_tokenizer is not None:
+        tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.add_special_tokens(
         [AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS]
     )
