@@ -361,6 +361,23 @@ def test_checkpoints_that_would_not_decode_as_generate_are_refused_up_front(
     assert not (tmp_path / "bundle.partial").exists()
 
 
+def test_a_source_spm_that_cannot_be_converted_exactly_is_refused_up_front(tiny_marian_dir, tmp_path):
+    from sentencepiece import sentencepiece_model_pb2 as spm_model
+
+    from models.builder.export import ExportError
+
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, "config.json")
+    proto = spm_model.ModelProto()
+    proto.ParseFromString((checkpoint / "source.spm").read_bytes())
+    proto.trainer_spec.treat_whitespace_as_suffix = True
+    (checkpoint / "source.spm").write_bytes(proto.SerializeToString())
+    with pytest.raises(
+        ExportError, match="source.spm cannot be converted exactly: treat_whitespace_as_suffix"
+    ):
+        export_tiny(checkpoint, tmp_path / "bundle")
+    assert not (tmp_path / "bundle.partial").exists()
+
+
 def test_the_generation_configs_start_token_is_the_bundles_and_decodes_as_generate(tiny_marian_dir, tmp_path):
     import torch
     from transformers import MarianMTModel

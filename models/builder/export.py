@@ -23,7 +23,7 @@ from models.builder import defaults
 from models.builder.hub import Checkpoint, resolve
 from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
 from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
-from models.builder.tokenizer_convert import convert
+from models.builder.tokenizer_convert import convert, problems
 from models.builder.validate import ValidateOptions, validate
 from models.bundle import EXTERNAL_DATA, FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
 
@@ -212,11 +212,17 @@ def check_out(out: Path, replace: bool) -> None:
 
 def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> dict:
     """Export, quantize, validate and write the bundle for `checkpoint` into `out`
-    (`check_out`: ExportError if `out` holds anything but a bundle to replace)."""
+    (`check_out`: ExportError if `out` holds anything but a bundle to replace; ExportError
+    too, before any work, if its source.spm cannot be converted exactly)."""
     import torch
     from transformers import MarianMTModel
 
     check_out(out, options.replace)
+    refusals = problems(checkpoint.directory / "source.spm")
+    if refusals:
+        raise ExportError(
+            f"{checkpoint.directory}: source.spm cannot be converted exactly: {'; '.join(refusals)}"
+        )
 
     model = MarianMTModel.from_pretrained(
         checkpoint.directory, dtype=torch.float32, attn_implementation="eager"
