@@ -10,7 +10,8 @@ from models.builder.validate import HARD_STRINGS
 from models.bundle import read_manifest
 from models.tokenizer import MarianCodec, PieceTable
 
-DEMO_CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "demo" / "checkpoint"
+DEMO = Path(__file__).resolve().parents[1] / "models" / "demo"
+DEMO_CHECKPOINT = DEMO / "checkpoint"
 
 
 def _codec(model_dir: Path, out: Path) -> MarianCodec:
@@ -45,6 +46,13 @@ def test_demo_model_parity_on_the_whole_tatoeba_corpus(tmp_path):
     with TATOEBA_CORPUS.open(encoding="utf-8") as handle:
         english = [line.split("\t", 1)[0] for line in handle]
     _assert_parity(DEMO_CHECKPOINT, tmp_path, english + list(HARD_STRINGS))
+
+
+@pytest.mark.skipif(not (DEMO_CHECKPOINT / "source.spm").exists(), reason="needs the demo checkpoint")
+def test_the_demo_checkpoint_converts_to_the_shipped_tokenizer_files(tmp_path):
+    convert(DEMO_CHECKPOINT, tmp_path)
+    for name in ("source.tokenizer.json", "target.tokenizer.json", "vocab.json"):
+        assert (tmp_path / name).read_bytes() == (DEMO / "bundle" / name).read_bytes(), name
 
 
 def test_bundle_codec_puts_the_language_token_first(tiny_bundle):

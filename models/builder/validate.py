@@ -37,6 +37,7 @@ HARD_STRINGS = (
     "control\x01\x02\x7f chars",
     "zero\u200bwidth\u200cjoin\u200d\ufeffbom",
     "tab\there\nnew line\r\nand  double   spaces ",
+    "▁a literal space symbol first, and last ▁",
     "</s> inside <unk> text <pad>",
     "struck <s>$20</s> now $15, <s>old</s>",
     "東京 你好 中文 汉字",
