@@ -380,7 +380,7 @@ def jobs_command() -> None:
         )
     if corrupt:
         click.echo(f"{len(corrupt)} job records are not readable: {', '.join(corrupt)}")
-    orphans = len(list(store.orphans()))
+    orphans = store.orphan_count()
     if orphans:
         click.echo(
             f"{orphans} chunk messages were set aside (their job no longer exists, or the "

@@ -11,6 +11,7 @@ the last slot is written. A redelivered chunk or a retried write therefore never
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -126,8 +127,16 @@ class DeadLetter:
 
     @classmethod
     def from_json(cls, text: str) -> DeadLetter:
-        """Parse what `to_json` wrote."""
-        return cls(**json.loads(text))
+        """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
+        data = json.loads(text)
+        return cls(
+            slot=int(data["slot"]),
+            text=_text(data["text"]),
+            reason=_text(data["reason"]),
+            chunk=int(data["chunk"]),
+            deliveries=int(data["deliveries"]),
+            at=float(data["at"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -567,7 +576,7 @@ class JobStore:
             dead = self.client.hmget(keys.dead, [str(slots[i]) for i in missing])
             for i, letter in zip(missing, dead, strict=True):
                 if letter is not None:
-                    states[i] = DeadLetter.from_json(letter)
+                    states[i] = _parsed(DeadLetter.from_json, letter, f"{keys.dead} field {slots[i]}")
         return states
 
     def capped(self, job_id: str, slots: Sequence[int]) -> list[bool]:
@@ -609,21 +618,55 @@ class JobStore:
 
     def dead_letters(self, job_id: str) -> dict[int, DeadLetter]:
         """The job's dead letters by slot."""
-        raw = self.client.hgetall(JobKeys(job_id).dead)
-        return {int(slot): DeadLetter.from_json(v) for slot, v in raw.items()}
+        key = JobKeys(job_id).dead
+        letters = [
+            _parsed(DeadLetter.from_json, v, f"{key} field {slot}")
+            for slot, v in self.client.hgetall(key).items()
+        ]
+        return {letter.slot: letter for letter in letters}
 
     def errors(self, job_id: str) -> list[dict[str, object]]:
-        """The job's recorded errors, newest first."""
-        return [json.loads(e) for e in self.client.lrange(JobKeys(job_id).errors, 0, -1)]
+        """The job's recorded errors, newest first, each with its ``error`` and ``worker``;
+        CorruptRecord for an entry that is not such a record."""
+        key = JobKeys(job_id).errors
+        return [
+            _parsed(_error_record, raw, f"{key} entry {n}")
+            for n, raw in enumerate(self.client.lrange(key, 0, -1))
+        ]
 
     def orphans(self) -> Iterator[dict[str, object]]:
-        """Dead letters of chunks that belonged to no known job, newest first."""
+        """Dead letters of chunks that belonged to no known job, newest first (entries that
+        are not JSON objects left out: this list is only ever read to show and count)."""
         for raw in self.client.lrange(ORPHANS_KEY, 0, -1):
-            yield json.loads(raw)
+            with contextlib.suppress(ValueError):
+                record = json.loads(raw)
+                if isinstance(record, dict):
+                    yield record
+
+    def orphan_count(self) -> int:
+        """How many chunk messages were set aside (`orphans`), readable or not."""
+        return int(self.client.llen(ORPHANS_KEY))
 
     def stats(self) -> dict[str, int]:
         """Counters over all jobs: translated, hits, dead."""
         return {k: int(v) for k, v in self.client.hgetall(STATS_KEY).items()}
+
+
+def _text(value: object) -> str:
+    """``value`` if it is a string; TypeError otherwise (a record's text fields)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r:.80} is not a string")
+    return value
+
+
+def _error_record(raw: str) -> dict[str, object]:
+    """An entry of a job's error list, which names its ``error`` and ``worker`` (strings)."""
+    data = json.loads(raw)
+    if not (
+        isinstance(data, dict) and isinstance(data.get("error"), str) and isinstance(data.get("worker"), str)
+    ):
+        raise ValueError("not an error entry (an object with its error and worker)")
+    return data
 
 
 def _parsed(parse: Callable[[str], _Record], raw: str, where: str) -> _Record:

@@ -447,3 +447,21 @@ def test_fetch_report_names_documents_as_translate_does_and_keeps_skipped_ones(
     assert again.exit_code == 0 and "1 of 2 documents written" in again.output, again.output
     assert "1 skipped" in again.output
     assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)
+
+
+def test_corrupt_dead_letters_errors_and_orphans_are_one_line_not_a_traceback(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    keys = JobKeys(job_id)
+    store.client.lpush("tq:orphans", "garbage")  # a set-aside message's record, not JSON
+    jobs = CliRunner().invoke(main, ["jobs"], env=env)
+    assert jobs.exit_code == 0 and "1 chunk messages were set aside" in jobs.output, jobs.output
+    store.client.lpush(keys.errors, '{"error": "x"}')  # no worker
+    status = CliRunner().invoke(main, ["status", job_id], env=env)
+    assert status.exit_code == 1 and isinstance(status.exception, SystemExit), status.output
+    assert f"Error: {keys.errors} entry 0 is not a record of this transqueue" in status.output
+    store.client.delete(keys.errors)
+    store.client.hset(keys.dead, "0", '{"slot": 0}')  # a dead letter without its fields
+    for command in ("status", "fetch"):
+        result = CliRunner().invoke(main, [command, job_id], env=env)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert f"Error: {keys.dead} field 0 is not a record of this transqueue" in result.output, command

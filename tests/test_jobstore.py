@@ -256,8 +256,8 @@ def test_fingerprint_memory_errors(store):
     store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False)
     assert store.memory(["s0", "unknown"], FP) == ["t0", None]
     assert store.memory(["s0"], "other") == [None]
-    store.add_error("job1", {"chunk": 1, "error": "x"})
-    assert store.errors("job1") == [{"chunk": 1, "error": "x"}]
+    store.add_error("job1", {"chunk": 1, "error": "x", "worker": "host:1"})
+    assert store.errors("job1") == [{"chunk": 1, "error": "x", "worker": "host:1"}]
 
 
 def test_rate_and_eta(store):

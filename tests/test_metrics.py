@@ -77,3 +77,26 @@ def test_a_job_finished_over_an_hour_ago_keeps_only_its_state_count(redis_server
     text = generate_latest(registry).decode()
     assert 'transqueue_job_sentences_done{job_id="recent"} 1.0' in text
     assert 'job_id="old"' not in text and 'transqueue_jobs{state="done"} 2.0' in text
+
+
+def test_a_job_naming_another_key_as_its_queue_fails_no_scrape(redis_server):
+    redis_server.client().flushdb()
+    settings = Settings(redis_url=redis_server.url, queue="metrics-test")
+    store = JobStore.from_settings(settings)
+    store.client.hset("tq:stats", "translated", 1)
+    store.client.set("metrics-test.tampered", "not a list")
+    for job_id, queue in (
+        ("good", "metrics-test.abc"),
+        ("other", "tq:stats"),
+        ("bad", "metrics-test.tampered"),
+    ):
+        store.create(NewJob(job_id, 1, 1, 1, 1, "", "files", queue=queue))
+    send_chunks(settings, "good", enumerate([[]]), 1, queue="metrics-test.abc")
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(store))
+    text = generate_latest(registry).decode()
+    assert 'transqueue_queue_length{queue="metrics-test.abc"} 1.0' in text, text
+    assert "tq:stats" not in text and "tampered" not in text
+    assert all(
+        f'transqueue_job_sentences_total{{job_id="{job}"}} 1.0' in text for job in ("good", "other", "bad")
+    )

@@ -14,9 +14,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
+import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from store.config import Settings
 from store.defaults import METRICS_FINISHED_WINDOW_S
 from store.jobstore import JobStore
 from store.queues import queue_length
@@ -53,7 +55,7 @@ class JobMetrics(Collector):
         # jobs` names it): one bad record fails no scrape
         for info in self.store.infos(self.store.job_ids()):
             states[info.state] += 1
-            if info.queue:
+            if info.queue and _is_chunk_queue(self.store.settings, info.queue):
                 queues.add(info.queue)
             if info.finished_at is not None and info.finished_at < recent:
                 continue
@@ -73,7 +75,10 @@ class JobMetrics(Collector):
         settings = self.store.settings
         queued = GaugeMetricFamily("transqueue_queue_length", "Chunks waiting for a worker", labels=["queue"])
         for queue in sorted(queues):  # the inbox queue and every known job's model queue
-            queued.add_metric([queue], queue_length(settings, queue))
+            try:
+                queued.add_metric([queue], queue_length(settings, queue))
+            except redis.ResponseError:  # its key holds something else (a stored record, tampered)
+                continue
         yield queued
 
         stats = self.store.stats()
@@ -90,3 +95,9 @@ class JobMetrics(Collector):
         )
         overall.add_metric([], cached / (cached + translated) if cached + translated else 0.0)
         yield overall
+
+
+def _is_chunk_queue(settings: Settings, queue: str) -> bool:
+    """Whether a job's stored ``queue`` names one of transqueue's chunk queues (TRANSQUEUE_QUEUE
+    or a model's, `store.queues.model_queue`): only those are measured, never any other key."""
+    return queue == settings.queue or queue.startswith(settings.queue + ".")
