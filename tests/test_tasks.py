@@ -160,6 +160,30 @@ def test_a_job_whose_records_refuse_the_failure_drops_the_chunk_and_says_so(serv
     assert "ResponseError" in str(store.errors("j")[0]["error"])  # the chunk's own failure
 
 
+@pytest.mark.parametrize(
+    ("record", "error"),
+    [
+        ("chunks", "WRONGTYPE"),  # read while the message is checked against its job
+        ("deliveries", "WRONGTYPE"),  # written by the script that starts the run: a script error
+    ],
+)
+def test_a_chunk_whose_job_records_are_bad_is_set_aside_once(server, monkeypatch, tiny_bundle, record, error):
+    """A Redis error that is not Redis being away, before the chunk is translated, means the
+    job's records are bad: retrying could only fail again, so the message is set aside (one
+    orphan record) instead of going back to the queue."""
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    store.client.delete(getattr(JobKeys("j"), record))
+    store.client.set(getattr(JobKeys("j"), record), "not a hash")
+    _wire(monkeypatch, settings)
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # no Reject: not requeued
+    (orphan,) = store.orphans()
+    assert orphan["job"] == "'j'" and str(orphan["reason"]).startswith(f"refused: {error}")
+    info = store.info("j")
+    assert (info.done, info.dead, info.finished) == (0, 0, False)
+
+
 def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch, tiny_bundle):
     store = JobStore.from_settings(Settings(redis_url=server.url))
     _create_the_job(store, extra={"inbox": "reports"})

@@ -12,19 +12,21 @@ from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
-from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobStore, process_store
-from store.leases import BUSY, GONE, Sweeper, current_worker, held
+from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
+from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
 from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
 from worker import runtime
 from worker.celery import app
 from worker.chunks import process_chunk
-from worker.messages import BadMessage, check_ranges, check_stored, parse_chunk
+from worker.messages import BadMessage, ChunkMessage, check_ranges, check_stored, parse_chunk
 
 logger = logging.getLogger(__name__)
 
 #: Redis errors that mean Redis is away, restarting or failing over, not that the job's data is
 #: bad: the chunk goes back to the queue with no strike. Any other Redis error (a key of the
-#: wrong type, a script error) is the chunk's failure, struck like an exception of the model.
+#: wrong type, a script error) means the job's records are bad: raised while the message is
+#: checked or its run started, the message is set aside; while the chunk is translated, it is
+#: the chunk's failure, struck like an exception of the model.
 REDIS_AWAY = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
 
 
@@ -74,7 +76,8 @@ def _start_sweeper(**_: Any) -> None:
 def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
 
-    A message that is not a valid chunk of its job (`worker.messages`) is dropped at once.
+    A message that is not a valid chunk of its job (`worker.messages`), or whose job's
+    records cannot be read (a key of the wrong type, a script error), is dropped at once.
     The run holds a lease on the chunk while it translates (`store.leases`): if this worker
     dies, a sweeper requeues the chunk within seconds. A bug sends the chunk back to the
     queue; past the delivery cap (counted in strikes: runs that died or raised, not Redis
@@ -86,26 +89,20 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     store = process_store(settings)
     try:
         message = parse_chunk(job_id, chunk, items)
-        info = store.info(message.job_id)
-        if info is not None:
-            check_ranges(message, info)
-            check_stored(message, store.stored_chunk(message.job_id, message.chunk))
-    except (BadMessage, CorruptRecord) as exc:
+    except BadMessage as exc:
         _drop(store, job_id, chunk, exc)
         return
-    except redis.RedisError as exc:  # the job store is unreachable: try again later
-        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
     job_id, chunk, pairs = message.job_id, message.chunk, message.pairs
+    try:
+        info = _checked(store, message)
+        run = _started(store, message, info, settings.queue)
+    except REDIS_AWAY as exc:  # the job store is unreachable: try again later
+        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
+    except (BadMessage, CorruptRecord, redis.RedisError) as exc:  # retrying could only fail again
+        _drop(store, job_id, chunk, exc)
+        return
     if info is not None and info.state == CANCELLED:
         return
-    try:
-        run = (
-            store.leases.start(job_id, chunk, pairs, current_worker(), info.queue or settings.queue)
-            if info
-            else None
-        )
-    except redis.RedisError as exc:
-        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
     if info is None or run is None or run.state == GONE:  # the job is gone (or expired just now)
         _set_aside(store, job_id, chunk, len(pairs))
         return
@@ -124,6 +121,25 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
             finalized = _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
     if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
+
+
+def _checked(store: JobStore, message: ChunkMessage) -> JobInfo | None:
+    """The job of `message`, once the message is found to fit it (`worker.messages`); None
+    if there is no such job. BadMessage, CorruptRecord or a Redis error otherwise."""
+    info = store.info(message.job_id)
+    if info is not None:
+        check_ranges(message, info)
+        check_stored(message, store.stored_chunk(message.job_id, message.chunk))
+    return info
+
+
+def _started(store: JobStore, message: ChunkMessage, info: JobInfo | None, queue: str) -> Run | None:
+    """A run of the message's chunk (`store.leases`), taken from its job's queue (default:
+    `queue`); None if the job is gone or cancelled."""
+    if info is None or info.state == CANCELLED:
+        return None
+    worker = current_worker()
+    return store.leases.start(message.job_id, message.chunk, message.pairs, worker, info.queue or queue)
 
 
 def _set_aside(store: JobStore, job_id: str, chunk: int, sentences: int) -> None:
