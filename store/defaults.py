@@ -176,6 +176,14 @@ ERRORS_KEPT = 100
 #: Dead letters of chunks that belong to no known job (expired or cancelled), newest kept.
 ORPHANS_KEPT = 1000
 
+#: Characters of a refusal that an orphan record's reason keeps (the newest `ORPHANS_KEPT`
+#: records are kept, with no expiry), and that the log line dropping its message shows.
+ORPHAN_REASON_CHARS = 500
+
+#: Characters of a refused value (a job id, a chunk number, an item) that an error message
+#: quotes: a task message is untrusted and its values may be megabytes long.
+QUOTED_CHARS = 80
+
 #: TRANSQUEUE_TEST_POISON: test hook, off unless set: comma-separated "MODE:TEXT" items.
 #: "raise:TEXT" makes every sentence that contains TEXT raise in the worker, "exit:TEXT" makes
 #: the worker process exit on it, "sleep:TEXT" makes it take `POISON_SLEEP` seconds.

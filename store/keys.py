@@ -22,7 +22,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from store.defaults import KEY_PREFIX
+from store.defaults import KEY_PREFIX, QUOTED_CHARS
 
 #: What a job id or an inbox name may be: 1 to 64 letters, digits, '_' or '-' (never ':',
 #: so a name can address no other key). Submit makes job ids of 12 hex digits.
@@ -43,8 +43,19 @@ class BadName(ValueError):
 def check_name(value: object, what: str = "job id") -> str:
     """`value` if it is a str matching `NAME_PATTERN`, else BadName naming `what`."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise BadName(f"{what} {value!r} is not valid (1 to 64 letters, digits, '_' or '-')")
+        raise BadName(f"{what} {quoted(value)} is not valid (1 to 64 letters, digits, '_' or '-')")
     return value
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters, the last one an ellipsis, when it is longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """The repr of `value` for an error message, `shortened` to `limit` characters: a value
+    from a task message or from Redis is untrusted and may be megabytes long."""
+    return shortened(repr(value), limit)
 
 
 def new_job_id() -> str:

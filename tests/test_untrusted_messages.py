@@ -161,6 +161,25 @@ def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
     assert len(refused) == 5
 
 
+def test_a_huge_refused_value_leaves_small_records(services):
+    """A 2 MB job id, or chunk number, is quoted in 80 characters: the orphan records (kept
+    with no expiry) and the log lines that refuse them stay small."""
+    store, worker = store_of(services), services["worker"]
+    orphans, log_size = store.client.llen(ORPHANS_KEY), len(worker.log_text())
+    send(services, TRANSLATE_TASK, ["x" * 2_000_000, 0, []])
+    send(services, TRANSLATE_TASK, ["ok", "y" * 2_000_000, []])
+    wait_for(
+        lambda: store.client.llen(ORPHANS_KEY) == orphans + 2,
+        "both messages to be set aside",
+        timeout=60,
+        detail=worker.log_text,
+    )
+    records = store.client.lrange(ORPHANS_KEY, 0, 1)  # the newest two
+    assert all(len(record) < 1000 for record in records), [len(record) for record in records]
+    assert "'xxx" in records[1] and "'yyy" in records[0] and "…" in records[0]
+    assert len(worker.log_text()) - log_size < 5000
+
+
 def test_jobs_counts_the_chunk_messages_set_aside(redis_server, tiny_bundle, tmp_path):
     """A job removed while its chunk message is queued, and a refused message: the worker
     that takes them sets both aside, and `transqueue jobs` counts them."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from store.jobstore import JobInfo
-from store.keys import BadName, check_name
+from store.keys import BadName, check_name, quoted
 
 
 class BadMessage(ValueError):
@@ -43,16 +43,16 @@ def parse_chunk(job_id: object, chunk: object, items: object) -> ChunkMessage:
     except BadName as exc:
         raise BadMessage(str(exc)) from None
     if not _is_int(chunk) or chunk < 0:
-        raise BadMessage(f"chunk number {chunk!r} is not a non-negative integer")
+        raise BadMessage(f"chunk number {quoted(chunk)} is not a non-negative integer")
     if not isinstance(items, list):
         raise BadMessage(f"items of chunk {chunk} are not a list")
     pairs = []
     for item in items:
         if not (isinstance(item, list | tuple) and len(item) == 2):
-            raise BadMessage(f"item {item!r:.80} of chunk {chunk} is not a [slot, sentence] pair")
+            raise BadMessage(f"item {quoted(item)} of chunk {chunk} is not a [slot, sentence] pair")
         slot, text = item
         if not _is_int(slot) or not isinstance(text, str):
-            raise BadMessage(f"item {item!r:.80} of chunk {chunk} is not a [slot, sentence] pair")
+            raise BadMessage(f"item {quoted(item)} of chunk {chunk} is not a [slot, sentence] pair")
         pairs.append((slot, text))
     return ChunkMessage(name, chunk, pairs)
 

@@ -12,7 +12,9 @@ from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
+from store.defaults import ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
+from store.keys import quoted, shortened
 from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
 from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
 from worker import runtime
@@ -156,14 +158,16 @@ def _set_aside(store: JobStore, job_id: str, chunk: int, sentences: int) -> None
 
 
 def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> None:
-    """Drop a message that is not a valid chunk of a job: one log line, one orphan record."""
-    logger.warning("dropped a %s message: %s", TRANSLATE_TASK, exc)
+    """Drop a message that is not a valid chunk of a job: one log line, one orphan record,
+    both of bounded size whatever the message holds."""
+    reason = shortened(str(exc), ORPHAN_REASON_CHARS)
+    logger.warning("dropped a %s message: %s", TRANSLATE_TASK, reason)
     try:
         store.add_orphan(
             {
-                "job": f"{job_id!r:.80}",
-                "chunk": f"{chunk!r:.20}",
-                "reason": f"refused: {exc}",
+                "job": quoted(job_id),
+                "chunk": quoted(chunk, 20),
+                "reason": f"refused: {reason}",
                 "at": time.time(),
             }
         )
