@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store.jobstore import JobInfo
-from worker.messages import BadMessage, ChunkMessage, check_ranges, parse_chunk
+from worker.messages import BadMessage, ChunkMessage, check_ranges, parse_arguments, parse_chunk
 
 JOB = JobInfo(job_id="abc123", state="queued", created=0.0, documents=1, segments=3, total=3, chunks=2)
 
@@ -35,6 +35,21 @@ def test_a_well_formed_message():
 def test_malformed_messages_say_what_is_wrong(job_id, chunk, items, message):
     with pytest.raises(BadMessage, match=message):
         parse_chunk(job_id, chunk, items)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (("abc123", 0), {}, "2 arguments, not 3"),
+        (("abc123", 0, [], []), {}, "4 arguments, not 3"),
+        (("abc123", 0, []), {"x": 1}, "keyword arguments \\['x'\\]"),
+        ((), {"job_id": "abc123", "chunk": 0, "items": []}, "keyword arguments"),
+    ],
+)
+def test_messages_of_another_shape(args, kwargs, message):
+    with pytest.raises(BadMessage, match=message):
+        parse_arguments(args, kwargs)
+    assert parse_arguments(("abc123", 0, [[0, "x"]]), {}) == ChunkMessage("abc123", 0, [(0, "x")])
 
 
 @pytest.mark.parametrize(

@@ -75,12 +75,12 @@ def services(redis_server, tiny_bundle, tmp_path_factory):
         scheduler.kill()
 
 
-def send(services: dict, task: str, args: list) -> None:
+def send(services: dict, task: str, args: list, kwargs: dict | None = None) -> None:
     """Send a task as anyone could: chunks to the workers' model queue, the others by route."""
     settings = Settings(bundle=services["bundle"])
     queue = model_queue(settings, model_key(settings)) if task == TRANSLATE_TASK else None
     with client.connection_for_write(services["url"]) as connection:
-        client.send_task(task, args=args, connection=connection, queue=queue)
+        client.send_task(task, args=args, kwargs=kwargs, connection=connection, queue=queue)
 
 
 def store_of(services: dict, **changes: object) -> JobStore:
@@ -159,6 +159,28 @@ def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
     assert worker.log_text().count(f"dropped a {TRANSLATE_TASK} message") == 5
     refused = [o for o in store.orphans() if str(o["reason"]).startswith("refused")]
     assert len(refused) == 5
+
+
+def test_chunk_messages_of_another_shape_are_set_aside_once(services):
+    """Too few arguments, too many, or keyword arguments: the task body refuses them as bad
+    messages (one log line, one orphan record each), before Celery could fail the call."""
+    store, worker = store_of(services), services["worker"]
+    orphans, log_size = store.client.llen(ORPHANS_KEY), len(worker.log_text())
+    send(services, TRANSLATE_TASK, ["abc", 0])
+    send(services, TRANSLATE_TASK, ["abc", 0, [], []])
+    send(services, TRANSLATE_TASK, ["abc", 0, []], {"items": []})
+    send(services, TRANSLATE_TASK, [], {"job_id": "abc", "chunk": 0, "items": []})
+    wait_for(
+        lambda: store.client.llen(ORPHANS_KEY) == orphans + 4,
+        "the four messages to be set aside",
+        timeout=60,
+        detail=worker.log_text,
+    )
+    reasons = [str(orphan["reason"]) for orphan in list(store.orphans())[:4]]
+    assert sum("arguments, not 3" in reason for reason in reasons) == 2
+    assert sum("keyword arguments" in reason for reason in reasons) == 2
+    log = worker.log_text()[log_size:]
+    assert log.count(f"dropped a {TRANSLATE_TASK} message") == 4 and "Traceback" not in log
 
 
 def test_a_huge_refused_value_leaves_small_records(services):

@@ -1,17 +1,17 @@
 """Task messages are untrusted input: anyone who can write to Redis can send one.
 
-A translate_chunk message is checked before anything is done with it: its shape (a job
-id of the allowed form, a chunk number, a list of [slot, sentence] pairs), then its ranges
-against the stored job (the chunk and every slot must be the job's, no slot twice), then its
-pairs against the chunk the job stored at submit (a forged sentence is never translated into
-a real slot, nor charged to another chunk's lease and strikes). A
-message that fails is dropped with one log line and recorded in the orphan list
-(`transqueue jobs` counts them); it is never requeued, so it cannot loop.
+A translate_chunk message is checked before anything is done with it: its shape (three
+positional arguments: a job id of the allowed form, a chunk number, a list of [slot,
+sentence] pairs), then its ranges against the stored job (the chunk and every slot must be
+the job's, no slot twice), then its pairs against the chunk the job stored at submit (a
+forged sentence is never translated into a real slot, nor charged to another chunk's lease
+and strikes). A message that fails is dropped with one log line and recorded in the orphan
+list (`transqueue jobs` counts them); it is never requeued, so it cannot loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -34,6 +34,17 @@ class ChunkMessage:
 
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_arguments(args: Sequence[object], kwargs: Mapping[str, object]) -> ChunkMessage:
+    """Check a translate_chunk message's arguments: exactly a job id, a chunk number and
+    its items, by position (as transqueue sends them), then their shape (`parse_chunk`);
+    BadMessage says what is wrong."""
+    if kwargs:
+        raise BadMessage(f"keyword arguments {quoted(sorted(kwargs))}: a chunk's arguments are positional")
+    if len(args) != 3:
+        raise BadMessage(f"{len(args)} arguments, not 3 (a job id, a chunk number, its items)")
+    return parse_chunk(*args)
 
 
 def parse_chunk(job_id: object, chunk: object, items: object) -> ChunkMessage:

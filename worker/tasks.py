@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -20,7 +21,7 @@ from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
 from worker import runtime
 from worker.celery import app
 from worker.chunks import process_chunk
-from worker.messages import BadMessage, ChunkMessage, check_ranges, check_stored, parse_chunk
+from worker.messages import BadMessage, ChunkMessage, check_ranges, check_stored, parse_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ def _start_sweeper(**_: Any) -> None:
 
 
 @app.task(name=TRANSLATE_TASK, shared=False)
-def translate_chunk(job_id: object, chunk: object, items: object) -> None:
+def translate_chunk(*args: object, **kwargs: object) -> None:
     """Settle every (slot, sentence) pair of a chunk of a job; see `worker.chunks`.
+
+    The arguments are a job id, a chunk number and its items; the task takes any, so that
+    a message of another shape is refused as a bad message rather than by Celery.
 
     A message that is not a valid chunk of its job (`worker.messages`), or whose job's
     records cannot be read (a key of the wrong type, a script error), is dropped at once.
@@ -90,9 +94,9 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     settings = env_settings()
     store = process_store(settings)
     try:
-        message = parse_chunk(job_id, chunk, items)
+        message = parse_arguments(args, kwargs)
     except BadMessage as exc:
-        _drop(store, job_id, chunk, exc)
+        _drop(store, args, exc)
         return
     job_id, chunk, pairs = message.job_id, message.chunk, message.pairs
     try:
@@ -101,7 +105,7 @@ def translate_chunk(job_id: object, chunk: object, items: object) -> None:
     except REDIS_AWAY as exc:  # the job store is unreachable: try again later
         raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
     except (BadMessage, CorruptRecord, redis.RedisError) as exc:  # retrying could only fail again
-        _drop(store, job_id, chunk, exc)
+        _drop(store, args, exc)
         return
     if info is not None and info.state == CANCELLED:
         return
@@ -157,9 +161,10 @@ def _set_aside(store: JobStore, job_id: str, chunk: int, sentences: int) -> None
     )
 
 
-def _drop(store: JobStore, job_id: object, chunk: object, exc: Exception) -> None:
-    """Drop a message that is not a valid chunk of a job: one log line, one orphan record,
-    both of bounded size whatever the message holds."""
+def _drop(store: JobStore, args: Sequence[object], exc: Exception) -> None:
+    """Drop a message (of arguments `args`) that is not a valid chunk of a job: one log line,
+    one orphan record, both of bounded size whatever the message holds."""
+    job_id, chunk = (*args, None, None)[:2]  # what the message names, if anything
     reason = shortened(str(exc), ORPHAN_REASON_CHARS)
     logger.warning("dropped a %s message: %s", TRANSLATE_TASK, reason)
     try:
@@ -224,6 +229,8 @@ def _settle_failure(
             "chunk %s of job %s failed (%r) and its job refused the failure: %r", chunk, job_id, exc, refused
         )
         _drop(
-            store, job_id, chunk, RuntimeError(f"its job's records refused the failure {exc!r}: {refused!r}")
+            store,
+            (job_id, chunk),
+            RuntimeError(f"its job's records refused the failure {exc!r}: {refused!r}"),
         )
         return False
