@@ -79,7 +79,6 @@ class Settings:
             "concurrency",
             "chunk_size",
             "max_batch",
-            "max_deliveries",
             "visibility_timeout",
             "lease_ttl",
             "restore_interval",
@@ -89,6 +88,12 @@ class Settings:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
                 raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be at least 1")
+        if self.max_deliveries < defaults.MIN_MAX_DELIVERIES:
+            raise ConfigError(
+                f"{defaults.ENV_PREFIX}MAX_DELIVERIES={self.max_deliveries!r}: must be at least "
+                f"{defaults.MIN_MAX_DELIVERIES} (a chunk's first delivery is one batch, whose death "
+                "does not say which sentence killed it)"
+            )
         for name, low, high in (
             ("poll_interval", 0.01, 3600.0),
             ("client_patience", 0.0, 86400.0),

@@ -69,6 +69,11 @@ MAX_BATCH = 8
 #: being retried again.
 MAX_DELIVERIES = 3
 
+#: The least TRANSQUEUE_MAX_DELIVERIES allowed: a chunk's first delivery translates it as one
+#: batch, whose death says nothing of which sentence killed it; only a later delivery, which
+#: runs one sentence at a time, can (`worker.chunks`).
+MIN_MAX_DELIVERIES = 2
+
 #: TRANSQUEUE_VISIBILITY_TIMEOUT: seconds before Redis hands an unacknowledged chunk to another
 #: worker (after its worker died). Must stay well above the longest chunk's runtime. The last
 #: resort only: leases (below) requeue a dead worker's chunk within seconds.

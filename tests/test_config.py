@@ -42,6 +42,8 @@ def test_variables_override_with_their_types():
         ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
         ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE=0: must be at least 1"),
         ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH=0: must be at least 1"),
+        ("TRANSQUEUE_MAX_DELIVERIES", "1", "TRANSQUEUE_MAX_DELIVERIES=1: must be at least 2"),
+        ("TRANSQUEUE_MAX_DELIVERIES", "0", "TRANSQUEUE_MAX_DELIVERIES=0: must be at least 2"),
         ("TRANSQUEUE_LEASE_TTL", "nan", "TRANSQUEUE_LEASE_TTL=nan: must be at least 1"),
         ("TRANSQUEUE_LEASE_TTL", "inf", "TRANSQUEUE_LEASE_TTL=inf: must be at least 1"),
         ("TRANSQUEUE_POLL_INTERVAL", "-1", "TRANSQUEUE_POLL_INTERVAL=-1.0: must be 0.01 to 3600"),

@@ -49,6 +49,12 @@ def _create_the_job(store: JobStore, extra: dict[str, str] | None = None) -> Non
     )
 
 
+def _last_delivery(store: JobStore) -> None:
+    """One strike for chunk 0 of job "j": under a cap of 2 (the least allowed), its next
+    delivery is its last."""
+    store.leases.strike("j", 0)
+
+
 def _wire(monkeypatch, settings: Settings) -> None:
     """Run the tasks module as a worker of `settings` would: its settings, a store that
     fails at once when Redis is away (a worker's waits out the patience), and a Translator
@@ -61,9 +67,10 @@ def _wire(monkeypatch, settings: Settings) -> None:
 def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeypatch):
     """The chunk fails at its last allowed delivery; recording that (an error entry, dead
     letters) needs Redis, which has just gone away: the chunk must go back to the queue."""
-    settings = Settings(redis_url=server.url, max_deliveries=1)
+    settings = Settings(redis_url=server.url, max_deliveries=2)
     store = JobStore.from_settings(settings)
     _create_the_job(store)
+    _last_delivery(store)
 
     def fail(*_args: object) -> None:
         server.kill()
@@ -89,7 +96,7 @@ def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkey
     writing the result fails, and the chunk goes back to the queue with no strike and no
     error recorded, since it was not the chunk's fault."""
     settings = Settings(
-        redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=1, test_poison="sleep:One."
+        redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=2, test_poison="sleep:One."
     )
     store = JobStore.from_settings(settings)
     _create_the_job(store)
@@ -137,19 +144,21 @@ def _worker_without_mget(server: RedisServer) -> str:
 def test_a_redis_error_that_is_not_redis_away_is_struck_not_retried_forever(server, monkeypatch, tiny_bundle):
     store = JobStore.from_settings(Settings(redis_url=server.url))
     _create_the_job(store)
+    _last_delivery(store)
     url = _worker_without_mget(server)
-    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=1))
+    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=2))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # no Reject: the cap is reached
     info = store.info("j")
     assert (info.dead, info.finished, info.state) == (2, True, "partial")
     assert "NoPermissionError" in str(store.errors("j")[0]["error"])
-    assert {letter.deliveries for letter in store.dead_letters("j").values()} == {1}
+    assert {letter.deliveries for letter in store.dead_letters("j").values()} == {2}
 
 
 def test_a_job_whose_records_refuse_the_failure_drops_the_chunk_and_says_so(server, monkeypatch, tiny_bundle):
-    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=1)
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=2)
     store = JobStore.from_settings(settings)
     _create_the_job(store)
+    _last_delivery(store)
     _wire(monkeypatch, settings)
     # where its dead letters go: the chunk's lookup of settled slots fails on it, and so does
     # the dead-lettering of that failure
@@ -187,8 +196,9 @@ def test_a_chunk_whose_job_records_are_bad_is_set_aside_once(server, monkeypatch
 def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch, tiny_bundle):
     store = JobStore.from_settings(Settings(redis_url=server.url))
     _create_the_job(store, extra={"inbox": "reports"})
+    _last_delivery(store)
     url = _worker_without_mget(server)
-    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=1))
+    _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=2))
     sent: list[tuple[str, list[str]]] = []
     # Recorded, not sent: the app's broker is read once per process from the environment.
     monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
