@@ -185,6 +185,11 @@ ORPHANS_KEPT = 1000
 #: records are kept, with no expiry), and that the log line dropping its message shows.
 ORPHAN_REASON_CHARS = 500
 
+#: Seconds a worker waits before it sends a chunk back to the queue because Redis answered
+#: that it takes no writes for now (busy with a script, out of memory, a failed snapshot:
+#: `worker.tasks.redis_away`): without the pause the message would go round in a tight loop.
+BUSY_REDIS_PAUSE_S = 1.0
+
 #: Characters of a refused value (a job id, a chunk number, an item) that an error message
 #: quotes: a task message is untrusted and its values may be megabytes long.
 QUOTED_CHARS = 80

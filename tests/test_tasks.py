@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import redis
 from celery.exceptions import Reject
 from distributed_support import RedisServer, wait_for
 
@@ -232,3 +233,38 @@ def test_a_worker_s_translator_batches_as_its_settings_say(monkeypatch):
     monkeypatch.setattr(tasks.runtime, "_state", {})
     translator = tasks.runtime.load_translator(Settings(max_batch=3, threads=1))
     assert translator.max_batch == 3
+
+
+def test_a_redis_out_of_memory_sends_the_chunk_back_not_aside(server, monkeypatch, tiny_bundle):
+    """Redis refusing writes for now (maxmemory reached) is Redis being away, not bad records:
+    the chunk goes back to the queue (after a pause), with no strike and no orphan record,
+    and is translated once Redis takes writes again."""
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    _wire(monkeypatch, settings)
+    monkeypatch.setattr(tasks, "BUSY_REDIS_PAUSE_S", 0.01)
+    client = server.client()
+    client.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(Reject) as rejected:
+            tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    finally:
+        client.config_set("maxmemory", "0")
+    assert rejected.value.requeue and "OutOfMemoryError" in str(rejected.value.reason)
+    assert list(store.orphans()) == [] and store.errors("j") == []
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    assert store.info("j").finished
+
+
+@pytest.mark.parametrize(
+    ("reply", "away"),
+    [
+        ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", True),
+        ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist", True),
+        ("WRONGTYPE Operation against a key holding the wrong kind of value", False),
+        ("ERR Error running script (call to f_0): @user_script:1: nothing written", False),
+    ],
+)
+def test_busy_and_misconf_replies_are_redis_away(reply, away):
+    assert tasks.redis_away(redis.ResponseError(reply)) is away

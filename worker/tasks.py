@@ -13,7 +13,7 @@ from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
-from store.defaults import ORPHAN_REASON_CHARS
+from store.defaults import BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
 from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
@@ -25,12 +25,25 @@ from worker.messages import BadMessage, ChunkMessage, check_ranges, check_stored
 
 logger = logging.getLogger(__name__)
 
-#: Redis errors that mean Redis is away, restarting or failing over, not that the job's data is
-#: bad: the chunk goes back to the queue with no strike. Any other Redis error (a key of the
-#: wrong type, a script error) means the job's records are bad: raised while the message is
-#: checked or its run started, the message is set aside; while the chunk is translated, it is
-#: the chunk's failure, struck like an exception of the model.
-REDIS_AWAY = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
+#: Redis errors that mean Redis is away, restarting, failing over or out of memory, not that
+#: the job's data is bad (`redis_away`): the chunk goes back to the queue with no strike. Any
+#: other Redis error (a key of the wrong type, a script error) means the job's records are
+#: bad: raised while the message is checked or its run started, the message is set aside;
+#: while the chunk is translated, it is the chunk's failure, struck like an exception of the
+#: model.
+REDIS_AWAY = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+)
+
+#: Error replies of a Redis that is up but takes no writes for now, which redis-py raises as
+#: plain ResponseErrors: a script running past its time limit, a failed snapshot under
+#: stop-writes-on-bgsave-error.
+_BUSY_REPLIES = ("BUSY ", "MISCONF ")
 
 
 @signals.worker_init.connect
@@ -102,10 +115,10 @@ def translate_chunk(*args: object, **kwargs: object) -> None:
     try:
         info = _checked(store, message)
         run = _started(store, message, info, settings.queue)
-    except REDIS_AWAY as exc:  # the job store is unreachable: try again later
-        raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
-    except (BadMessage, CorruptRecord, redis.RedisError) as exc:  # retrying could only fail again
-        _drop(store, args, exc)
+    except (BadMessage, CorruptRecord, redis.RedisError) as exc:
+        if redis_away(exc):  # the job store cannot be used now: try again later
+            raise _requeued(f"chunk {chunk} of job {job_id}: {exc!r}", exc) from exc
+        _drop(store, args, exc)  # the job's records are bad: retrying could only fail again
         return
     if info is not None and info.state == CANCELLED:
         return
@@ -121,12 +134,30 @@ def translate_chunk(*args: object, **kwargs: object) -> None:
             finalized = process_chunk(
                 store, translator, job_id, chunk, pairs, run.attempt, settings.max_deliveries
             ).finalized
-        except REDIS_AWAY as exc:  # not the chunk's fault: no strike
-            raise Reject(f"chunk {chunk} of job {job_id}: {exc!r}", requeue=True) from exc
         except Exception as exc:
+            if redis_away(exc):  # not the chunk's fault: no strike
+                raise _requeued(f"chunk {chunk} of job {job_id}: {exc!r}", exc) from exc
             finalized = _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
     if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         app.send_task(DELIVER_TASK, args=[job_id])
+
+
+def redis_away(exc: BaseException) -> bool:
+    """Whether `exc` means that Redis is away or takes no writes for now (`REDIS_AWAY`, or a
+    BUSY or MISCONF reply), not that the job's records are bad."""
+    if isinstance(exc, REDIS_AWAY):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
+
+
+def _requeued(reason: str, exc: BaseException) -> Reject:
+    """The Reject that sends a chunk back to the queue because Redis is away (`redis_away`).
+    A Redis that answered at once (busy, out of memory) is given `BUSY_REDIS_PAUSE_S` first,
+    so that the message does not go round the queue in a tight loop; a connection lost has
+    already been waited for by the patient store."""
+    if isinstance(exc, redis.ResponseError):
+        time.sleep(BUSY_REDIS_PAUSE_S)
+    return Reject(reason, requeue=True)
 
 
 def _checked(store: JobStore, message: ChunkMessage) -> JobInfo | None:
@@ -218,13 +249,13 @@ def _settle_failure(
             for slot, text in pairs
         ]
         return any(write.finalized for write in written)
-    except REDIS_AWAY as lost:
-        raise Reject(
-            f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
-            f"could not be recorded ({lost!r})",
-            requeue=True,
-        ) from lost
     except redis.RedisError as refused:
+        if redis_away(refused):
+            raise _requeued(
+                f"chunk {chunk} of job {job_id} failed ({exc!r}) and the failure "
+                f"could not be recorded ({refused!r})",
+                refused,
+            ) from refused
         logger.error(
             "chunk %s of job %s failed (%r) and its job refused the failure: %r", chunk, job_id, exc, refused
         )
