@@ -3,11 +3,39 @@
 A result or dead letter is written, counted and, for the last slot, the job finalized, in
 one script, so a redelivered chunk or a retried write never counts twice and exactly one
 write finalizes a job. `store.jobstore.JobStore` registers and calls them.
+
+Redis does not roll back a script that fails part way: what it wrote before the error
+stays. So every script does whatever can fail (a key of the wrong type, a counter that is
+no integer, a run entry that is no JSON) before its first write, and refuses with an error
+reply (`CHECKS`), having written nothing.
 """
 
 from __future__ import annotations
 
-FINALIZE = """
+# Checks a script makes before its first write; each returns what is wrong, or nil.
+CHECKS = """
+local function wrong_type(indexes, expected)
+  for _, i in ipairs(indexes) do
+    local actual = redis.call('TYPE', KEYS[i])['ok']
+    if actual ~= 'none' and actual ~= expected then
+      return 'WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. actual .. ', not a ' .. expected .. ': nothing written'
+    end
+  end
+end
+local function not_counts(key, ...)
+  local fields = {...}
+  local values = redis.call('HMGET', key, ...)
+  for i, v in ipairs(values) do
+    if v and v ~= '0' and not (string.match(v, '^%-?[1-9]%d*$') and #v <= 18) then
+      return 'ERR ' .. key .. ' field ' .. fields[i] .. ' is not an integer: nothing written'
+    end
+  end
+end
+"""
+
+FINALIZE = (
+    CHECKS
+    + """
 local function finalize(job, now)
   local h = redis.call('HMGET', job, 'total', 'done', 'dead', 'state')
   local done = tonumber(h[2] or '0')
@@ -29,16 +57,25 @@ end
 local function expire_all(first, ttl)
   for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
+local function corrupt_job(hashes, ...)
+  return wrong_type(hashes, 'hash') or not_counts(KEYS[1], 'total', 'done', 'hits', 'dead')
+    or not_counts(KEYS[4], ...)
+end
 """
+)
 
 # KEYS: job, results, dead, stats, tm, capped, tm capped, then every job key to keep alive.
 # ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl, capped (0/1: hit the length cap).
 # Returns {written, finalized}; written is -1 when the job does not exist, -2 when the slot
-# is not one of the job's (0 <= slot < total): nothing is written then.
+# is not one of the job's (0 <= slot < total): nothing is written then. An error, and nothing
+# written, when a hash or a counter it writes holds something else (the memory's strings are
+# SET, whatever they held).
 RECORD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local corrupt = corrupt_job({1, 2, 3, 4, 6}, 'translated', 'hits')
+if corrupt then return redis.error_reply(corrupt) end
 if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
@@ -61,11 +98,13 @@ return {1, finalize(KEYS[1], ARGV[4])}
 )
 
 # KEYS: job, results, dead, stats, then every job key to keep alive.
-# ARGV: slot, dead letter JSON, now, result_ttl. Returns as RECORD does.
+# ARGV: slot, dead letter JSON, now, result_ttl. Returns (and refuses) as RECORD does.
 DEAD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local corrupt = corrupt_job({1, 2, 3, 4}, 'dead')
+if corrupt then return redis.error_reply(corrupt) end
 if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end

@@ -7,6 +7,7 @@ import threading
 import unicodedata
 
 import pytest
+import redis
 
 from store import defaults
 from store.config import Settings
@@ -25,6 +26,7 @@ from store.jobstore import (
     WindowRecord,
     tm_key,
 )
+from store.keys import STATS_KEY
 
 pytest_plugins = ["distributed_support"]
 
@@ -295,6 +297,37 @@ def test_a_slot_outside_the_job_is_never_written_or_counted(store):
     info = store.info("job1")
     assert (info.done, info.dead, info.finished) == (0, 0, False)
     assert store.client.hlen(JobKeys("job1").results) == 0
+
+
+#: Records a result or a dead letter would fail on part way (Redis keeps what a script wrote
+#: before an error), and which of the two writes them.
+CORRUPTIONS = {
+    "stats is not a hash": (lambda client: client.set(STATS_KEY, "not a hash"), ("result", "dead")),
+    "a stats counter is not an integer": (lambda client: client.hset(STATS_KEY, "dead", "many"), ("dead",)),
+    "a job counter is not an integer": (
+        lambda client: client.hset(JobKeys("job1").meta, "done", "1.5"),
+        ("result", "dead"),
+    ),
+    "the capped marks are not a hash": (lambda client: client.set(JobKeys("job1").capped, "x"), ("result",)),
+}
+
+
+@pytest.mark.parametrize(("corrupt", "refused"), CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_a_write_that_would_fail_part_way_writes_nothing(store, corrupt, refused):
+    make_job(store, total=2)
+    corrupt(store.client)
+    keys = JobKeys("job1")
+    meta = store.client.hgetall(keys.meta)
+    writes = {
+        "result": lambda: store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False, capped=True),
+        "dead": lambda: store.dead_letter("job1", letter(1)),
+    }
+    for write in (writes[name] for name in refused):
+        with pytest.raises(redis.ResponseError) as error:
+            write()
+        assert store.client.hgetall(keys.meta) == meta  # neither counted nor started
+        assert not store.client.exists(keys.results, keys.dead, tm_key("s0", FP))
+        assert "nothing written" in str(error.value)
 
 
 def test_a_key_that_holds_no_job_is_a_corrupt_record(store):
