@@ -208,6 +208,25 @@ def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monk
     assert sent == [(tasks.DELIVER_TASK, ["j"])]
 
 
+def test_a_chunk_whose_slots_are_all_settled_finishes_a_job_nothing_finished(
+    server, monkeypatch, tiny_bundle
+):
+    """Every slot written and counted but the job never finalized: what a script that failed
+    part way left (Redis keeps a failed script's writes). The retry of the chunk finishes it."""
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store, extra={"inbox": "reports"})
+    store.client.hset(JobKeys("j").results, mapping={"0": "一。", "1": "二。"})
+    store.client.hset(JobKeys("j").meta, "done", 2)
+    _wire(monkeypatch, settings)
+    sent: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+    info = store.info("j")
+    assert (info.state, info.done, info.finished_at is not None) == (DONE, 2, True)
+    assert sent == [(tasks.DELIVER_TASK, ["j"])]  # delivered as if its last write had finished it
+
+
 def test_the_chunks_of_a_cancelled_job_are_skipped(server, monkeypatch, tiny_bundle):
     settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1)
     store = JobStore.from_settings(settings)

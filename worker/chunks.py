@@ -101,7 +101,9 @@ def process_chunk(
     deliveries: int,
     max_deliveries: int,
 ) -> ChunkOutcome:
-    """Settle every slot of a chunk (result or dead letter); see the module docstring."""
+    """Settle every slot of a chunk (result or dead letter); see the module docstring. A
+    chunk whose slots are all settled already finalizes its job if nothing did (a write that
+    failed part way, `store.scripts`), so that no job waits with every slot settled."""
     fingerprint = translator.fingerprint
     writer = _Writer(store, job_id, chunk, deliveries, fingerprint)
     job_fingerprint = store.claim_fingerprint(job_id, fingerprint)
@@ -118,6 +120,9 @@ def process_chunk(
 
     settled = store.settled(job_id, [slot for slot, _ in items])
     pending = [item for item, done in zip(items, settled, strict=True) if not done]
+    if not pending:  # a duplicate, or a retry of writes that settled every slot but never finished the job
+        writer.finalized = store.try_finalize(job_id)
+        return writer.outcome()
     memory = store.memory([text for _, text in pending], fingerprint)
     todo: list[Item] = [item for item, known in zip(pending, memory, strict=True) if known is None]
     hits = [(item, known) for item, known in zip(pending, memory, strict=True) if known is not None]
