@@ -126,21 +126,43 @@ return finalize(KEYS[1], ARGV[1])
 )
 
 
+# A run entry of ``tq:running`` read back: its table, or nil for none or one that is not a
+# JSON object (never written by a run: it is replaced or dropped, never trusted).
+RUN_OF = """
+local function run_of(entry)
+  if not entry then return nil end
+  local ok, run = pcall(cjson.decode, entry)
+  if ok and type(run) == 'table' then return run end
+  return nil
+end
+"""
+
 # KEYS: job, running, lease, deliveries, strikes. ARGV: field, token, run JSON, lease ms,
 # result_ttl, chunk, worker. Starts a run of a chunk: {0, 0} if the job is gone (nothing is
 # created), {-1, 0} if a live run of the chunk holds its lease, else {1, strikes}. A run
 # entry left by a run of another process whose lease expired means that run died
 # mid-chunk: a strike for the chunk (a retry by the same process, after a Redis outage,
-# is none).
-START_RUN = """
+# is none; an entry that is no run's is replaced, no strike either). An error, and nothing
+# written, when a hash or a counter it writes holds something else: a run entry and lease
+# written before a failing count would make every later delivery of the chunk skip it as a
+# duplicate of a live run.
+START_RUN = (
+    CHECKS
+    + RUN_OF
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+local corrupt = wrong_type({2, 4, 5}, 'hash') or not_counts(KEYS[4], ARGV[6]) or not_counts(KEYS[5], ARGV[6])
+if corrupt then return redis.error_reply(corrupt) end
 local previous = redis.call('HGET', KEYS[2], ARGV[1])
+local died = false
 if previous then
   if redis.call('EXISTS', KEYS[3]) == 1 then return {-1, 0} end
-  if cjson.decode(previous).worker ~= ARGV[7] then
-    redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
-    redis.call('EXPIRE', KEYS[5], ARGV[5])
-  end
+  local run = run_of(previous)
+  died = run ~= nil and run.worker ~= ARGV[7]
+end
+if died then
+  redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[4])
@@ -148,6 +170,7 @@ redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
 redis.call('EXPIRE', KEYS[4], ARGV[5])
 return {1, tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')}
 """
+)
 
 # KEYS: running, lease. ARGV: field, token, lease ms. Renews the lease of a run that is still
 # the chunk's current run (re-creating it after a Redis restart lost it); 0 otherwise, and 0

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import redis
 
 from store.config import Settings
 from store.jobstore import JobStore, NewJob
@@ -60,6 +61,33 @@ def test_a_run_that_died_is_a_strike_but_a_retry_by_the_same_process_is_not(stor
     store.client.delete(JobKeys("j").lease(1))
     assert store.leases.start("j", 1, ITEMS, "host:2", "q").attempt == 2  # host:2 itself (a Redis outage)
     assert store.leases.strike("j", 1) == 2  # a run that raised
+
+
+#: Records a start would fail on after writing the run's entry and lease (Redis keeps what a
+#: script wrote before an error): every later delivery would then be skipped as a duplicate.
+START_CORRUPTIONS = {
+    "deliveries is not a hash": lambda client: client.set(JobKeys("j").deliveries, "x"),
+    "a delivery count is not a number": lambda client: client.hset(JobKeys("j").deliveries, "0", "x"),
+    "a strike count is not a number": lambda client: client.hset(JobKeys("j").strikes, "0", "x"),
+}
+
+
+@pytest.mark.parametrize("corrupt", START_CORRUPTIONS.values(), ids=START_CORRUPTIONS.keys())
+def test_a_start_that_would_fail_part_way_writes_nothing(store, corrupt):
+    corrupt(store.client)
+    with pytest.raises(redis.ResponseError) as refused:
+        store.leases.start("j", 0, ITEMS, "host:1", "q")
+    assert not store.client.hexists(RUNNING_KEY, "j:0") and not store.client.exists(JobKeys("j").lease(0))
+    assert "nothing written" in str(refused.value)
+
+
+def test_a_run_entry_that_is_not_json_is_replaced_without_a_strike(store):
+    for junk in ("garbage", "5", "null"):
+        store.client.hset(RUNNING_KEY, "j:0", junk)
+        run = store.leases.start("j", 0, ITEMS, "host:1", "q")
+        assert (run.state, run.attempt) == (STARTED, 1)
+        assert json.loads(store.client.hget(RUNNING_KEY, "j:0"))["token"] == run.token
+        store.leases.finish(run)
 
 
 def test_a_restarted_process_with_the_same_host_and_pid_is_another_worker():
