@@ -152,6 +152,9 @@ class LeaseStore:
         claimed = self._claim(keys=[RUNNING_KEY, keys.lease(chunk), keys.meta], args=[field])
         if claimed is None:
             return None
+        if len(claimed) == 1:  # the script dropped it
+            logger.warning("dropped the corrupt run entry %s of %s: not JSON", field, RUNNING_KEY)
+            return None
         entry, job_chunks = claimed
         try:
             data = json.loads(entry)
@@ -220,14 +223,20 @@ class Sweeper:
         now = time.monotonic() if now is None else now
         unleased = self.leases.unleased()
         self._missing_since = {f: self._missing_since.get(f, now) for f in unleased}
-        requeued = []
-        for field, since in self._missing_since.items():
-            if now - since >= self.grace:
-                lost = self.leases.claim_lost(field)
-                if lost is not None:
-                    self.requeue(lost)
-                    requeued.append(lost)
-        return requeued
+        due = [field for field, since in self._missing_since.items() if now - since >= self.grace]
+        return [lost for lost in map(self._requeue_lost, due) if lost is not None]
+
+    def _requeue_lost(self, field: str) -> LostRun | None:
+        """Claim the run of a ``tq:running`` field if it was lost, and requeue its chunk; None
+        if it was not lost, or if it fails (logged): one bad entry never stops the pass."""
+        try:
+            lost = self.leases.claim_lost(field)
+            if lost is not None:
+                self.requeue(lost)
+            return lost
+        except (ValueError, redis.ResponseError) as exc:  # a corrupt record
+            logger.warning("lost run %s of %s not requeued: %s", field, RUNNING_KEY, exc)
+            return None
 
     def stalls(self, now: float | None = None, after: float = defaults.STALL_AFTER) -> list[str]:
         """Send again the unsettled chunks of every job that made no progress for `after`

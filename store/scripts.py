@@ -177,40 +177,53 @@ return {1, tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')}
 # for a run a sweeper has claimed as lost: its chunk is queued again, and a lease renewed by
 # a run that woke up (SIGCONT) would make the requeued copy skip it as busy, so that if this
 # run then died, its chunk would wait for the visibility timeout.
-RENEW_LEASE = """
-local run = redis.call('HGET', KEYS[1], ARGV[1])
-if not run then return 0 end
-run = cjson.decode(run)
-if run.token ~= ARGV[2] or run.requeued then return 0 end
+RENEW_LEASE = (
+    RUN_OF
+    + """
+local run = run_of(redis.call('HGET', KEYS[1], ARGV[1]))
+if not run or run.token ~= ARGV[2] or run.requeued then return 0 end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1
 """
+)
 
 # KEYS: running, lease. ARGV: field, token. Ends a run: its entry and lease go, if still its.
-FINISH_RUN = """
-local run = redis.call('HGET', KEYS[1], ARGV[1])
-if run and cjson.decode(run).token == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+FINISH_RUN = (
+    RUN_OF
+    + """
+local run = run_of(redis.call('HGET', KEYS[1], ARGV[1]))
+if run and run.token == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return 1
 """
+)
 
 # KEYS: running, lease, job. ARGV: field. Claims a run whose lease expired, for requeueing:
 # returns {its entry, the job's chunk count} once (marking it requeued), or nil. Entries of
-# gone jobs are dropped.
-CLAIM_LOST = """
+# gone jobs (or of a key that is no job) are dropped, and so are entries that are not a
+# run's JSON: {the entry} then.
+CLAIM_LOST = (
+    RUN_OF
+    + """
 local entry = redis.call('HGET', KEYS[1], ARGV[1])
 if not entry then return false end
-if redis.call('EXISTS', KEYS[3]) == 0 then
+if redis.call('TYPE', KEYS[3])['ok'] ~= 'hash' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return false
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
-local run = cjson.decode(entry)
+local run = run_of(entry)
+if not run then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return {entry}
+end
 if run.requeued then return false end
+local chunks = redis.call('HGET', KEYS[3], 'chunks') or ''
 run.requeued = true
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(run))
-return {entry, redis.call('HGET', KEYS[3], 'chunks')}
+return {entry, chunks}
 """
+)
 
 # KEYS: job. ARGV: fingerprint. The job's fingerprint, set first if unset; nil (and nothing
 # created) if the job is gone, so an expired job is never re-created as a hash without state.

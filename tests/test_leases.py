@@ -157,6 +157,27 @@ def test_corrupt_run_entries_are_dropped_and_the_others_still_requeued(store):
     assert store.client.hkeys(RUNNING_KEY) == ["j:1"]  # claimed, kept until the chunk runs again
 
 
+def test_run_entries_that_are_not_json_are_dropped_and_every_lost_run_still_requeued(store):
+    store.client.hset(
+        RUNNING_KEY, "j:2", "garbage"
+    )  # listed first: entries of a hash this small keep their order
+    for chunk in (0, 1):
+        store.leases.start("j", chunk, ITEMS, "host:1", "leases-test")
+        store.client.delete(JobKeys("j").lease(chunk))  # lost
+    sweeper = Sweeper(store, grace=0.0)
+    assert sorted(lost.chunk for lost in sweeper.sweep()) == [0, 1]
+    assert queue_length(store.settings, "leases-test") == 2
+    assert sorted(store.client.hkeys(RUNNING_KEY)) == ["j:0", "j:1"]  # claimed, kept until they run again
+
+
+def test_a_run_whose_entry_is_not_json_any_more_ends_without_an_error(store):
+    run = store.leases.start("j", 0, ITEMS, "host:1", "q")
+    store.client.hset(RUNNING_KEY, "j:0", "garbage")
+    assert not store.leases.renew(run)  # no longer the chunk's run
+    store.leases.finish(run)
+    assert not store.client.exists(JobKeys("j").lease(0))
+
+
 def test_a_corrupt_job_does_not_stop_the_stall_watch_of_the_others(store):
     store.client.zadd(JOBS_KEY, {"bad": 0})
     store.client.hset(JobKeys("bad").meta, "state", "running")  # no other field: not a job
