@@ -593,11 +593,17 @@ class JobStore:
 
     def unsettled_chunks(self, job_id: str) -> Iterator[tuple[int, list[list[object]]]]:
         """The job's chunks (as sent) that still have a slot without result or dead letter,
-        read a few at a time (`HSCAN`), in no particular order."""
+        read a few at a time (`HSCAN`), in no particular order; CorruptRecord at one that is
+        not a list of pairs."""
         for n, raw in self.client.hscan_iter(JobKeys(job_id).chunks, count=defaults.CHUNKS_READ_AT_ONCE):
-            items = json.loads(raw)
-            if not all(self.settled(job_id, [slot for slot, _ in items])):
-                yield int(n), items
+            try:
+                items = json.loads(raw)
+                slots = [int(slot) for slot, _ in items]
+                number = int(n)
+            except (ValueError, TypeError) as exc:
+                raise CorruptRecord(f"chunk {n} of job {job_id} is not a list of pairs ({exc!r})") from None
+            if not all(self.settled(job_id, slots)):
+                yield number, items
 
     def claim_resend(self, job_id: str, seconds: float) -> bool:
         """True for one caller per `seconds`: the one that may send the job's stalled chunks."""

@@ -213,6 +213,7 @@ class Sweeper:
         self.grace = grace
         self._missing_since: dict[str, float] = {}
         self._progress: dict[str, tuple[tuple[int, int], float]] = {}
+        self._corrupt: set[str] = set()  # jobs the stall watch skipped at its last pass (logged)
 
     def requeue(self, lost: LostRun) -> None:
         """Send a lost run's chunk again."""
@@ -240,34 +241,49 @@ class Sweeper:
 
     def stalls(self, now: float | None = None, after: float = defaults.STALL_AFTER) -> list[str]:
         """Send again the unsettled chunks of every job that made no progress for `after`
-        seconds while nothing of it runs and its queue is empty; returns those jobs' ids."""
+        seconds while nothing of it runs and its queue is empty; returns those jobs' ids.
+        A job whose records are corrupt is skipped, logged once, and the others watched."""
         now = time.monotonic() if now is None else now
         running = {field.rpartition(":")[0] for field in self.leases.client.hkeys(RUNNING_KEY)}
-        resent, watched = [], {}
+        resent, watched, corrupt = [], {}, set()
         for job_id in self.store.job_ids():
             try:
-                info = self.store.info(job_id)
-            except ValueError as exc:  # CorruptRecord: one corrupt job must not stop the watch of the others
-                logger.warning("stall watch skipped job %s: %s", job_id, exc)
-                continue
-            if info is None or info.finished or info.state == "cancelled":
-                continue
-            mark = (info.settled, self.store.deliveries(job_id))
-            last_mark, since = self._progress.get(job_id, (mark, now))
-            watched[job_id] = (mark, since if last_mark == mark else now)
-            queue = info.queue or self.settings.queue
-            if (
-                now - watched[job_id][1] < after
-                or job_id in running
-                or queue_length(self.settings, queue)
-                or not self.store.claim_resend(job_id, after)
-            ):
-                continue
-            send_chunks(self.settings, job_id, self.store.unsettled_chunks(job_id), info.chunks, queue)
-            watched[job_id] = (mark, now)
-            resent.append(job_id)
-        self._progress = watched
+                if self._resend_if_stalled(job_id, now, after, running, watched):
+                    resent.append(job_id)
+            except (ValueError, redis.ResponseError) as exc:  # CorruptRecord, a key of the wrong type
+                corrupt.add(job_id)
+                if job_id not in self._corrupt:
+                    logger.warning("stall watch skips job %s while its records are corrupt: %s", job_id, exc)
+        self._progress, self._corrupt = watched, corrupt
         return resent
+
+    def _resend_if_stalled(
+        self,
+        job_id: str,
+        now: float,
+        after: float,
+        running: set[str],
+        watched: dict[str, tuple[tuple[int, int], float]],
+    ) -> bool:
+        """Note the job's progress in `watched`; send its unsettled chunks again (True) if it
+        stalled."""
+        info = self.store.info(job_id)
+        if info is None or info.finished or info.state == "cancelled":
+            return False
+        mark = (info.settled, self.store.deliveries(job_id))
+        last_mark, since = self._progress.get(job_id, (mark, now))
+        watched[job_id] = (mark, since if last_mark == mark else now)
+        queue = info.queue or self.settings.queue
+        if (
+            now - watched[job_id][1] < after
+            or job_id in running
+            or queue_length(self.settings, queue)
+            or not self.store.claim_resend(job_id, after)
+        ):
+            return False
+        send_chunks(self.settings, job_id, self.store.unsettled_chunks(job_id), info.chunks, queue)
+        watched[job_id] = (mark, now)
+        return True
 
     def run_forever(self, interval: float = defaults.SWEEP_INTERVAL) -> None:
         """Sweep every `interval` seconds, riding out Redis errors (for a daemon thread)."""

@@ -186,6 +186,24 @@ def test_a_corrupt_job_does_not_stop_the_stall_watch_of_the_others(store):
     assert sweeper.stalls(now=31.0, after=30.0) == ["j"]  # "j" made no progress, nothing queued
 
 
+#: Records of job "bad" that fail one of the stall watch's reads of it.
+STALL_CORRUPTIONS = {
+    "a delivery count is not a number": lambda client: client.hset(JobKeys("bad").deliveries, "0", "x"),
+    "the deliveries are not a hash": lambda client: client.set(JobKeys("bad").deliveries, "x"),
+    "a chunk is not a list of pairs": lambda client: client.hset(JobKeys("bad").chunks, "0", "5"),
+}
+
+
+@pytest.mark.parametrize("corrupt", STALL_CORRUPTIONS.values(), ids=STALL_CORRUPTIONS.keys())
+def test_one_job_s_corrupt_records_do_not_stop_the_stall_watch_of_the_others(store, corrupt, caplog):
+    store.create(NewJob(job_id="bad", documents=1, segments=1, total=1, chunks=1, out="", origin="files"))
+    store.client.zadd(JOBS_KEY, {"bad": 0})  # the oldest: watched first
+    corrupt(store.client)
+    sweeper = Sweeper(store)
+    assert [sweeper.stalls(now=now, after=30.0) for now in (0.0, 31.0, 62.0)] == [[], ["j"], []]
+    assert sum("job bad" in record.getMessage() for record in caplog.records) == 1  # logged once
+
+
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     store.client.delete(JobKeys("j").meta)
     writer = store.writer("s")
