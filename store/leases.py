@@ -30,7 +30,7 @@ import redis
 
 from store import defaults, scripts
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
-from store.queues import queue_length, send_chunks
+from store.queues import check_chunk_queue, queue_length, send_chunks
 
 if TYPE_CHECKING:
     from store.jobstore import JobStore
@@ -216,8 +216,10 @@ class Sweeper:
         self._corrupt: set[str] = set()  # jobs the stall watch skipped at its last pass (logged)
 
     def requeue(self, lost: LostRun) -> None:
-        """Send a lost run's chunk again."""
-        send_chunks(self.settings, lost.job_id, [(lost.chunk, lost.items)], lost.job_chunks, lost.queue)
+        """Send a lost run's chunk again, on the queue it was taken from; BadQueue (nothing
+        sent: the job's stall watch sends it) if its entry names no chunk queue."""
+        queue = check_chunk_queue(self.settings, lost.queue)
+        send_chunks(self.settings, lost.job_id, [(lost.chunk, lost.items)], lost.job_chunks, queue)
 
     def sweep(self, now: float | None = None) -> list[LostRun]:
         """One pass; returns the runs it requeued."""
@@ -273,7 +275,7 @@ class Sweeper:
         mark = (info.settled, self.store.deliveries(job_id))
         last_mark, since = self._progress.get(job_id, (mark, now))
         watched[job_id] = (mark, since if last_mark == mark else now)
-        queue = info.queue or self.settings.queue
+        queue = check_chunk_queue(self.settings, info.queue or self.settings.queue)
         if (
             now - watched[job_id][1] < after
             or job_id in running

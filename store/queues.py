@@ -10,6 +10,7 @@ delivery never waits behind queued chunks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -22,6 +23,9 @@ TRANSLATE_TASK = "transqueue.translate_chunk"
 DELIVER_TASK = "transqueue.deliver_inbox_job"
 SCAN_TASK = "transqueue.scan_inbox"
 INBOX_TASKS = (SCAN_TASK, DELIVER_TASK)
+
+#: A model key (`model_key`): 12 hex digits.
+_MODEL_KEY = re.compile(r"[0-9a-f]{12}")
 
 #: Which queue an app consumes: the translation chunks, or the inbox tasks.
 CHUNKS, INBOX = "chunks", "inbox"
@@ -50,6 +54,21 @@ def model_key(settings: Settings) -> str:
 def model_queue(settings: Settings, key: str) -> str:
     """The chunk queue of a model: jobs for it wait there for the workers that run it."""
     return f"{settings.queue}.{key}"
+
+
+class BadQueue(ValueError):
+    """A queue name read back from Redis that names no chunk queue; the message quotes it."""
+
+
+def check_chunk_queue(settings: Settings, queue: str) -> str:
+    """`queue` if it is a chunk queue: TRANSQUEUE_QUEUE or a model's (`model_queue`, with a
+    model key of 12 hex digits); else BadQueue. Queue names read back from Redis (a job's
+    record, a run entry) are checked before chunks are sent to or counted on them: any
+    other name could address another key."""
+    key = queue.removeprefix(f"{settings.queue}.")
+    if queue != settings.queue and (key == queue or not _MODEL_KEY.fullmatch(key)):
+        raise BadQueue(f"{queue!r} is not a chunk queue ({settings.queue} or {settings.queue}.<model key>)")
+    return queue
 
 
 def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:

@@ -204,6 +204,21 @@ def test_one_job_s_corrupt_records_do_not_stop_the_stall_watch_of_the_others(sto
     assert sum("job bad" in record.getMessage() for record in caplog.records) == 1  # logged once
 
 
+def test_chunks_are_never_sent_to_a_queue_that_a_stored_record_names_but_is_no_chunk_queue(store, caplog):
+    writer = store.writer("bad")
+    writer.chunks(0, [[(0, "One.")]])
+    writer.flush()
+    store.create(NewJob("bad", 1, 1, 1, 1, "", "files", queue="tq:orphans"))  # the stall watch's
+    store.leases.start("j", 0, ITEMS, "host:1", "tq:orphans")  # the sweeper's
+    store.leases.start("j", 1, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0), JobKeys("j").lease(1))  # both lost
+    sweeper = Sweeper(store, grace=0.0)
+    assert [lost.chunk for lost in sweeper.sweep()] == [1]  # the other lost run is requeued all the same
+    assert [sweeper.stalls(now=now, after=30.0) for now in (0.0, 31.0, 62.0)] == [[], [], []]
+    assert store.client.keys("*tq:orphans*") == []
+    assert sum("job bad" in record.getMessage() for record in caplog.records) == 1
+
+
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     store.client.delete(JobKeys("j").meta)
     writer = store.writer("s")

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from celery.app.utils import find_app
 
 from producer import scheduler
 from store.config import Settings
-from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, TRANSLATE_TASK, celery_config, make_app, model_key
+from store.queues import (
+    DELIVER_TASK,
+    INBOX,
+    SCAN_TASK,
+    TRANSLATE_TASK,
+    BadQueue,
+    celery_config,
+    check_chunk_queue,
+    make_app,
+    model_key,
+    model_queue,
+)
 from worker.celery import app
 
 
@@ -67,3 +79,19 @@ def test_a_model_key_names_the_files_and_the_precision(tiny_bundle):
     )
     assert len(demo) == 12 and demo != tiny_fp32
     assert model_key(Settings(bundle=str(tiny_bundle))) not in (demo, tiny_fp32)
+
+
+def test_only_the_chunk_queues_pass_the_queue_check():
+    settings = Settings(queue="tq-chunks")
+    for queue in ("tq-chunks", model_queue(settings, "0123456789ab")):
+        assert check_chunk_queue(settings, queue) == queue
+    for queue in (
+        "tq:stats",
+        "tq:orphans",
+        "tq-chunks.abc",
+        "tq-chunks.0123456789ab.x",
+        "tq-chunks.",
+        "tq-chunksx",
+    ):
+        with pytest.raises(BadQueue, match="is not a chunk queue"):
+            check_chunk_queue(settings, queue)
