@@ -141,6 +141,16 @@ class LeaseStore:
             pipe.exists(JobKeys(job_id).lease(chunk))
         return [field for (field, _), alive in zip(fields, pipe.execute(), strict=True) if not alive]
 
+    def running_jobs(self) -> set[str]:
+        """Jobs that may have a chunk being translated: an entry in ``tq:running`` with a live
+        lease, or one whose run was lost but not yet claimed. A run a sweeper claimed (its
+        chunk was requeued) is not running: should the requeued copy be lost too (a Redis
+        crash), the job's stall watch sends the chunk again."""
+        unleased = self.unleased()
+        entries = self.client.hmget(RUNNING_KEY, unleased) if unleased else []
+        claimed = {field for field, entry in zip(unleased, entries, strict=True) if _claimed(entry)}
+        return {field.rpartition(":")[0] for field in self.client.hkeys(RUNNING_KEY) if field not in claimed}
+
     def claim_lost(self, field: str) -> LostRun | None:
         """Claim a run whose lease expired, once among all sweepers; None if there is none.
         A corrupt entry is dropped (None): the job's stall watch sends its unsettled chunks."""
@@ -163,6 +173,15 @@ class LeaseStore:
             logger.warning("dropped the corrupt run entry %s of %s: %r", field, RUNNING_KEY, exc)
             self.client.hdel(RUNNING_KEY, field)
             return None
+
+
+def _claimed(entry: str | None) -> bool:
+    """Whether a run entry is marked as claimed by a sweeper (`scripts.CLAIM_LOST`)."""
+    try:
+        run = json.loads(entry) if entry is not None else None
+    except ValueError:  # a corrupt entry: the sweeper drops it
+        return False
+    return isinstance(run, dict) and run.get("requeued") is True
 
 
 def _chunk_of(field: str) -> tuple[str, int] | None:
@@ -246,7 +265,7 @@ class Sweeper:
         seconds while nothing of it runs and its queue is empty; returns those jobs' ids.
         A job whose records are corrupt is skipped, logged once, and the others watched."""
         now = time.monotonic() if now is None else now
-        running = {field.rpartition(":")[0] for field in self.leases.client.hkeys(RUNNING_KEY)}
+        running = self.leases.running_jobs()
         resent, watched, corrupt = [], {}, set()
         for job_id in self.store.job_ids():
             try:

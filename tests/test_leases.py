@@ -15,7 +15,7 @@ from store.config import Settings
 from store.jobstore import JobStore, NewJob
 from store.keys import JOBS_KEY, RUNNING_KEY, JobKeys
 from store.leases import BUSY, GONE, STARTED, Sweeper, held
-from store.queues import queue_length
+from store.queues import client, queue_length
 
 pytest_plugins = ["distributed_support"]
 
@@ -139,6 +139,21 @@ def test_a_run_that_wakes_after_its_chunk_was_requeued_holds_no_lease(store):
     assert not store.leases.renew(run)  # it woke up: the requeued copy is the chunk's run now
     assert not store.client.exists(JobKeys("j").lease(0))
     assert store.leases.start("j", 0, ITEMS, "host:2", "leases-test").state == STARTED
+
+
+def test_a_requeued_chunk_lost_again_is_sent_again_by_the_stall_watch(store):
+    writer = store.writer("j")
+    writer.chunks(0, [ITEMS])
+    writer.flush()
+    store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0))  # its worker was killed
+    sweeper = Sweeper(store, grace=0.0)
+    assert [lost.chunk for lost in sweeper.sweep(now=0.0)] == [0]
+    with client.connection_for_write(store.settings.redis_url) as connection:
+        connection.default_channel.queue_purge("leases-test")  # the requeued copy is lost: a Redis crash
+    assert sweeper.stalls(now=0.0, after=30.0) == []
+    assert sweeper.sweep(now=31.0) == [] and sweeper.stalls(now=31.0, after=30.0) == ["j"]
+    assert queue_length(store.settings, "leases-test") == 1
 
 
 def test_the_sweeper_forgets_runs_of_gone_jobs(store):
