@@ -200,8 +200,9 @@ return 1
 
 # KEYS: running, lease, job. ARGV: field. Claims a run whose lease expired, for requeueing:
 # returns {its entry, the job's chunk count} once (marking it requeued), or nil. Entries of
-# gone jobs (or of a key that is no job) are dropped, and so are entries that are not a
-# run's JSON: {the entry} then.
+# gone jobs (or of a key that is no job) are dropped, and so are entries of finished or
+# cancelled jobs (an entry claimed before is, too: nothing else removes it once its
+# requeued copy was lost) and entries that are not a run's JSON: {the entry} then.
 CLAIM_LOST = (
     RUN_OF
     + """
@@ -212,6 +213,10 @@ if redis.call('TYPE', KEYS[3])['ok'] ~= 'hash' then
   return false
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+if redis.call('HEXISTS', KEYS[3], 'finished_at') == 1 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return false
+end
 local run = run_of(entry)
 if not run then
   redis.call('HDEL', KEYS[1], ARGV[1])

@@ -156,6 +156,19 @@ def test_a_requeued_chunk_lost_again_is_sent_again_by_the_stall_watch(store):
     assert queue_length(store.settings, "leases-test") == 1
 
 
+def test_the_sweeper_forgets_runs_of_finished_and_cancelled_jobs(store):
+    store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    store.leases.start("j", 1, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0), JobKeys("j").lease(1))
+    sweeper = Sweeper(store, grace=0.0)
+    assert sorted(lost.chunk for lost in sweeper.sweep()) == [0, 1]
+    store.leases.start("j", 2, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(2))  # lost, not claimed yet
+    assert store.cancel("j")
+    assert sweeper.sweep() == []  # a chunk of a cancelled job is not requeued
+    assert store.client.hkeys(RUNNING_KEY) == []  # and the requeued runs' entries go
+
+
 def test_the_sweeper_forgets_runs_of_gone_jobs(store):
     store.leases.start("j", 0, ITEMS, "host:1", "q")
     store.client.delete(JobKeys("j").lease(0), JobKeys("j").meta)
