@@ -30,10 +30,10 @@ import redis
 
 from store import defaults, scripts
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
-from store.queues import check_chunk_queue, queue_length, send_chunks
+from store.queues import check_chunk_queue, queue_length, send_chunks, send_delivery
 
 if TYPE_CHECKING:
-    from store.jobstore import JobStore
+    from store.jobstore import JobInfo, JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +222,8 @@ class Sweeper:
     """Requeues the chunks of lost runs: a lease missing for `grace` seconds (so that live
     workers can re-create leases a Redis restart lost) is claimed and its chunk sent again,
     at its job's priority, on the queue it was taken from. It also watches for stalled jobs
-    (`stalls`): chunks lost with a Redis crash before any worker started them."""
+    (`stalls`): chunks lost with a Redis crash before any worker started them, and jobs
+    whose every slot is settled that nothing finalized."""
 
     def __init__(self, store: JobStore, grace: float = defaults.LEASE_GRACE, serving: str = "") -> None:
         self.store = store
@@ -291,6 +292,9 @@ class Sweeper:
         info = self.store.info(job_id)
         if info is None or info.finished or info.state == "cancelled":
             return False
+        if info.settled >= info.total:
+            self._finish(info)
+            return False
         mark = (info.settled, self.store.deliveries(job_id))
         last_mark, since = self._progress.get(job_id, (mark, now))
         watched[job_id] = (mark, since if last_mark == mark else now)
@@ -305,6 +309,14 @@ class Sweeper:
         send_chunks(self.settings, job_id, self.store.unsettled_chunks(job_id), info.chunks, queue)
         watched[job_id] = (mark, now)
         return True
+
+    def _finish(self, info: JobInfo) -> None:
+        """Finalize a job with every slot settled that nothing finalized (a write that failed
+        part way, `store.scripts`), and send an inbox job for delivery as its last write would."""
+        if self.store.try_finalize(info.job_id):
+            logger.warning("job %s had every slot settled but was not finished: finalized", info.job_id)
+            if info.extra.get("inbox"):
+                send_delivery(self.settings, info.job_id)
 
     def run_forever(self, interval: float = defaults.SWEEP_INTERVAL) -> None:
         """Sweep every `interval` seconds, riding out Redis errors (for a daemon thread)."""

@@ -165,6 +165,12 @@ def send_chunks(
             )
 
 
+def send_delivery(settings: Settings, job_id: str) -> None:
+    """Send a finished inbox job to the scheduler, which writes it to its outbox."""
+    with client.connection_for_write(settings.redis_url) as connection:
+        client.send_task(DELIVER_TASK, args=[job_id], connection=connection, queue=settings.inbox_queue)
+
+
 def queue_length(settings: Settings, queue: str) -> int:
     """Messages waiting in a Celery queue on the Redis broker."""
     with client.connection_for_read(settings.redis_url) as connection:

@@ -247,6 +247,17 @@ def test_chunks_are_never_sent_to_a_queue_that_a_stored_record_names_but_is_no_c
     assert sum("job bad" in record.getMessage() for record in caplog.records) == 1
 
 
+def test_the_stall_watch_finishes_a_job_whose_slots_are_all_settled(store):
+    """Every slot written and counted but the job never finalized: what a script that failed
+    part way left (Redis keeps a failed script's writes)."""
+    store.client.hset(JobKeys("j").results, mapping={"0": "一。", "1": "二。"})
+    store.client.hset(JobKeys("j").meta, mapping={"done": 2, "inbox": "reports"})
+    assert Sweeper(store).stalls(now=0.0, after=30.0) == []
+    info = store.info("j")
+    assert (info.state, info.finished_at is not None) == ("done", True)
+    assert queue_length(store.settings, store.settings.inbox_queue) == 1  # sent for delivery
+
+
 def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     store.client.delete(JobKeys("j").meta)
     writer = store.writer("s")
