@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -654,8 +655,14 @@ class JobStore:
         return int(self.client.llen(ORPHANS_KEY))
 
     def stats(self) -> dict[str, int]:
-        """Counters over all jobs: translated, hits, dead."""
-        return {k: int(v) for k, v in self.client.hgetall(STATS_KEY).items()}
+        """Counters over all jobs: translated, hits, dead (statistics: where the key or a
+        counter holds something else, as if none were counted, since the scripts skip them
+        then too)."""
+        try:
+            raw = self.client.hgetall(STATS_KEY)
+        except redis.ResponseError:  # not a hash
+            return {}
+        return {k: int(v) for k, v in raw.items() if re.fullmatch(r"-?\d{1,18}", v)}
 
 
 def _text(value: object) -> str:

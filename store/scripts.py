@@ -57,9 +57,13 @@ end
 local function expire_all(first, ttl)
   for i = first, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
-local function corrupt_job(hashes, ...)
+local function corrupt_job(hashes)
   return wrong_type(hashes, 'hash') or not_counts(KEYS[1], 'total', 'done', 'hits', 'dead')
-    or not_counts(KEYS[4], ...)
+end
+-- The counters over all jobs (KEYS[4]) are statistics: where they are not a hash of integers
+-- they are left as they are, and the job's write goes on.
+local function stats_usable(...)
+  return not (wrong_type({4}, 'hash') or not_counts(KEYS[4], ...))
 end
 """
 )
@@ -68,22 +72,23 @@ end
 # ARGV: slot, text, hit (0/1), now, result_ttl, tm_ttl, capped (0/1: hit the length cap).
 # Returns {written, finalized}; written is -1 when the job does not exist, -2 when the slot
 # is not one of the job's (0 <= slot < total): nothing is written then. An error, and nothing
-# written, when a hash or a counter it writes holds something else (the memory's strings are
-# SET, whatever they held).
+# written, when a hash or a counter of the job it writes holds something else (the memory's
+# strings are SET, whatever they held; the overall stats, if corrupt, are left uncounted).
 RECORD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-local corrupt = corrupt_job({1, 2, 3, 4, 6}, 'translated', 'hits')
+local corrupt = corrupt_job({1, 2, 3, 6})
 if corrupt then return redis.error_reply(corrupt) end
+local stats = stats_usable('translated', 'hits')
 if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
 redis.call('HINCRBY', KEYS[1], 'done', 1)
 if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[1], 'hits', 1)
-  redis.call('HINCRBY', KEYS[4], 'hits', 1)
-else
+  if stats then redis.call('HINCRBY', KEYS[4], 'hits', 1) end
+elseif stats then
   redis.call('HINCRBY', KEYS[4], 'translated', 1)
 end
 redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[6])
@@ -103,13 +108,14 @@ DEAD = (
     FINALIZE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-local corrupt = corrupt_job({1, 2, 3, 4}, 'dead')
+local corrupt = corrupt_job({1, 2, 3})
 if corrupt then return redis.error_reply(corrupt) end
+local stats = stats_usable('dead')
 if not in_range(KEYS[1], ARGV[1]) then return {-2, 0} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {0, 0} end
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return {0, 0} end
 redis.call('HINCRBY', KEYS[1], 'dead', 1)
-redis.call('HINCRBY', KEYS[4], 'dead', 1)
+if stats then redis.call('HINCRBY', KEYS[4], 'dead', 1) end
 settled_first(KEYS[1], ARGV[3])
 expire_all(5, ARGV[4])
 return {1, finalize(KEYS[1], ARGV[3])}

@@ -302,8 +302,6 @@ def test_a_slot_outside_the_job_is_never_written_or_counted(store):
 #: Records a result or a dead letter would fail on part way (Redis keeps what a script wrote
 #: before an error), and which of the two writes them.
 CORRUPTIONS = {
-    "stats is not a hash": (lambda client: client.set(STATS_KEY, "not a hash"), ("result", "dead")),
-    "a stats counter is not an integer": (lambda client: client.hset(STATS_KEY, "dead", "many"), ("dead",)),
     "a job counter is not an integer": (
         lambda client: client.hset(JobKeys("job1").meta, "done", "1.5"),
         ("result", "dead"),
@@ -328,6 +326,30 @@ def test_a_write_that_would_fail_part_way_writes_nothing(store, corrupt, refused
         assert store.client.hgetall(keys.meta) == meta  # neither counted nor started
         assert not store.client.exists(keys.results, keys.dead, tm_key("s0", FP))
         assert "nothing written" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda client: client.set(STATS_KEY, "not a hash"),
+        lambda client: client.hset(STATS_KEY, "dead", "many"),
+    ],
+    ids=["stats is not a hash", "a stats counter is not an integer"],
+)
+def test_corrupt_overall_stats_stop_no_job(store, corrupt):
+    """The counters over all jobs are statistics: corrupt, they are left uncounted and read
+    as none, and every job's results and dead letters are still written and finalize it."""
+    make_job(store, total=2)
+    corrupt(store.client)
+    assert store.record("job1", 0, "s0", "t0", fingerprint=FP, hit=False).written
+    assert store.dead_letter("job1", letter(1)).finalized
+    info = store.info("job1")
+    assert (info.done, info.dead, info.state) == (1, 1, "partial")
+    assert "dead" not in store.stats()  # the corrupt counter neither counted nor read
+    if store.client.type(STATS_KEY) == "hash":
+        assert store.client.hget(STATS_KEY, "dead") == "many" and store.stats() == {"translated": 1}
+    else:
+        assert store.client.get(STATS_KEY) == "not a hash"
 
 
 def test_a_key_that_holds_no_job_is_a_corrupt_record(store):

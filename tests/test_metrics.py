@@ -84,19 +84,19 @@ def test_a_job_naming_another_key_as_its_queue_fails_no_scrape(redis_server):
     settings = Settings(redis_url=redis_server.url, queue="metrics-test")
     store = JobStore.from_settings(settings)
     store.client.hset("tq:stats", "translated", 1)
-    store.client.set("metrics-test.tampered", "not a list")
+    store.client.set("metrics-test.ffffffffffff", "not a list")
     for job_id, queue in (
-        ("good", "metrics-test.abc"),
+        ("good", "metrics-test.0123456789ab"),
         ("other", "tq:stats"),
-        ("bad", "metrics-test.tampered"),
+        ("bad", "metrics-test.ffffffffffff"),
     ):
         store.create(NewJob(job_id, 1, 1, 1, 1, "", "files", queue=queue))
-    send_chunks(settings, "good", enumerate([[]]), 1, queue="metrics-test.abc")
+    send_chunks(settings, "good", enumerate([[]]), 1, queue="metrics-test.0123456789ab")
     registry = CollectorRegistry()
     registry.register(JobMetrics(store))
     text = generate_latest(registry).decode()
-    assert 'transqueue_queue_length{queue="metrics-test.abc"} 1.0' in text, text
-    assert "tq:stats" not in text and "tampered" not in text
+    assert 'transqueue_queue_length{queue="metrics-test.0123456789ab"} 1.0' in text, text
+    assert "tq:stats" not in text and "ffffffffffff" not in text
     assert all(
         f'transqueue_job_sentences_total{{job_id="{job}"}} 1.0' in text for job in ("good", "other", "bad")
     )

@@ -10,6 +10,7 @@ Served by `transqueue metrics --port`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,10 +19,9 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from store.config import Settings
 from store.defaults import METRICS_FINISHED_WINDOW_S
 from store.jobstore import JobStore
-from store.queues import queue_length
+from store.queues import BadQueue, check_chunk_queue, queue_length
 
 
 class JobMetrics(Collector):
@@ -55,8 +55,9 @@ class JobMetrics(Collector):
         # jobs` names it): one bad record fails no scrape
         for info in self.store.infos(self.store.job_ids()):
             states[info.state] += 1
-            if info.queue and _is_chunk_queue(self.store.settings, info.queue):
-                queues.add(info.queue)
+            if info.queue:
+                with contextlib.suppress(BadQueue):  # only chunk queues are measured, no other key
+                    queues.add(check_chunk_queue(self.store.settings, info.queue))
             if info.finished_at is not None and info.finished_at < recent:
                 continue
             job_id = info.job_id
@@ -95,9 +96,3 @@ class JobMetrics(Collector):
         )
         overall.add_metric([], cached / (cached + translated) if cached + translated else 0.0)
         yield overall
-
-
-def _is_chunk_queue(settings: Settings, queue: str) -> bool:
-    """Whether a job's stored ``queue`` names one of transqueue's chunk queues (TRANSQUEUE_QUEUE
-    or a model's, `store.queues.model_queue`): only those are measured, never any other key."""
-    return queue == settings.queue or queue.startswith(settings.queue + ".")
