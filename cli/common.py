@@ -243,9 +243,11 @@ def open_report(
 
     The report is written beside ``path`` and moved onto it when the block ends, however it
     ends (Ctrl-C included), with the records of the report already at ``path`` whose document
-    is one of ``carried()`` copied over: the documents this run skipped, their outputs being
-    there already, so that a rerun's report still covers every output. A ``path`` that is a
-    pipe or a device (``/dev/stdout``) is written straight.
+    is one of ``carried()`` copied over: the documents this run did not write whose outputs
+    are there (skipped, failed this time, or not reached before an interruption), so that
+    the report always covers every output on disk. A ``path`` that is a
+    pipe, a device or a descriptor's link (``/dev/stdout``, even where it leads to a file) is
+    written straight, appended to.
     """
     if path is None:
         yield None
@@ -254,7 +256,8 @@ def open_report(
         raise click.UsageError(f"--report {path} is one of the {whose}'s inputs or outputs")
     from producer.files import atomic_target
 
-    straight = path.exists() and not path.is_file()  # a pipe or a device (/dev/stdout)
+    given = os.path.abspath(path)
+    straight = path.exists() and (not path.is_file() or given.startswith(("/dev/", "/proc/")))
     target = Path(os.path.realpath(path))  # through a symbolic link, as opening it would go
     if not (straight or target.parent.is_dir()):
         raise click.ClickException(f"cannot write the report {path}: no such directory {target.parent}")
@@ -262,7 +265,7 @@ def open_report(
     try:
         with ExitStack() as stack:
             if straight:
-                handle = stack.enter_context(path.open("w", encoding="utf-8"))
+                handle = stack.enter_context(path.open("a", encoding="utf-8"))
             else:
                 temporary = stack.enter_context(atomic_target(target, always=True))
                 handle = stack.enter_context(temporary.open("w", encoding="utf-8"))
@@ -290,7 +293,7 @@ def _carry_records(report: Path, documents: Collection[str], out: TextIO) -> Non
     except OSError as error:
         click.echo(
             f"warning: cannot read the earlier report {report} ({error.strerror}); "
-            "the records of the documents skipped are not carried over",
+            "the records of the outputs not written by this run are not carried over",
             err=True,
         )
         return

@@ -37,7 +37,7 @@ from producer.jobs import (
 from producer.pipeline import stdin_units
 from producer.quality import FlagLog
 from store import defaults
-from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, JobStore
+from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobStore
 
 STDIN_ORIGIN = "stdin"
 #: Dead letters shown per distinct reason by `transqueue status`.
@@ -291,14 +291,24 @@ def fetch_command(
         raise click.UsageError("a stdin job's records go to stdout: --out does not apply")
     out_dir = out or Path(info.out)
     where, unit = ("stdout", "records") if stream else (str(out_dir), "documents")
-    written, skipped, dead, missing, refused = 0, [], [], [], []
+    written, skipped, dead, missing, refused = 0, 0, [], [], []
+    documents: list[DocumentRecord] = []  # a stdin job's records are written to stdout
+    done: set[int] = set()  # the documents written by this fetch
+
+    def unwritten_outputs() -> set[str]:  # as the records name them: their earlier records are kept
+        return {
+            report_name(d, n)
+            for n, d in enumerate(documents)
+            if n not in done and os.path.lexists(out_dir / d.target)
+        }
+
     try:
         kept: list[Path] = []  # what --report may not name
         if not stream:
             documents = store.documents(job_id)
             check_targets(documents, out_dir)
             kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
-        with open_report(report_path, kept, "job", carried=lambda: set(skipped)) as report:
+        with open_report(report_path, kept, "job", carried=unwritten_outputs) as report:
             flags = FlagLog(report)
             for rendered in iter_documents(
                 store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags
@@ -315,7 +325,7 @@ def fetch_command(
                     record = rendered.record
                     target = contained(out_dir, record.target)
                     if not force and os.path.lexists(target):
-                        skipped.append(report_name(record, rendered.n))
+                        skipped += 1
                         continue
                     try:
                         write_document(rendered, target, [*sources, Path(record.name)], overwrite=force)
@@ -333,6 +343,7 @@ def fetch_command(
                         continue
                 flags.keep()
                 written += 1
+                done.add(rendered.n)
                 dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         if written:  # say what is on disk before why the rest is not (--follow, cancelled)
@@ -340,10 +351,10 @@ def fetch_command(
         raise click.ClickException(str(exc)) from None
     summary = f"{written} of {info.documents} {unit} written to {where}"
     if skipped:
-        summary += f", {len(skipped)} skipped (output exists; --force overwrites)"
+        summary += f", {skipped} skipped (output exists; --force overwrites)"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)
     state = job_info(store, job_id).state
-    unfinished = info.documents - written - len(skipped) - len(missing) - len(refused)
+    unfinished = info.documents - written - skipped - len(missing) - len(refused)
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)

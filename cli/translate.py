@@ -134,12 +134,14 @@ def translate_command(
         raise click.ClickException(str(error)) from None
     report = RunReport()
 
-    def skipped_sources() -> set[str]:  # as the records name them
-        skipped = set(report.skipped)
-        return {str(task.source) for task in tasks if task.target in skipped}
+    def unwritten_outputs() -> set[str]:  # as the records name them: their earlier records are kept
+        written = set(report.written)
+        return {
+            str(task.source) for task in tasks if task.target not in written and os.path.lexists(task.target)
+        }
 
     kept = [path for task in tasks for path in (task.source, task.target)]
-    with open_report(report_path, kept, carried=skipped_sources) as flagged:
+    with open_report(report_path, kept, carried=unwritten_outputs) as flagged:
         report.quality = FlagLog(flagged)
         _translate_files(
             tasks,

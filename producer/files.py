@@ -25,7 +25,9 @@ class FileTask:
     target: Path
 
 
-def plan_files(inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool = False) -> list[FileTask]:
+def plan_files(
+    inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool = False, hidden: bool = True
+) -> list[FileTask]:
     """The file tasks for ``inputs`` (files and directories).
 
     - A file goes next to itself as ``NAME.zh.EXT``; with ``out``, into directory ``out``,
@@ -33,7 +35,9 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool
       (neither an existing one nor, with ``out_is_dir``, one to be made: ``-o DIR/``).
     - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
-      (``*.zh.EXT``) and anything inside the output tree are left alone.
+      (``*.zh.EXT``) and anything inside the output tree are left alone; so are, without
+      ``hidden``, the files and directories whose names start with ``.`` (never entered:
+      writers such as rsync keep files in progress there, which may vanish while walked).
     - Whatever is not a directory is planned as a file, even a FIFO, a device, a symbolic
       link loop or a dangling link: reading it (`producer.inputs.stream_input`) fails for
       that file alone, naming it and what it is, and nothing here opens or follows it.
@@ -49,7 +53,9 @@ def plan_files(inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool
             if out is None and not absolute.name:
                 raise DocumentError(f"{given}: the root directory has no sibling for its output; give -o DIR")
             root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
-            tasks.extend(FileTask(path, root / path.relative_to(given)) for path in _walk(given, root))
+            tasks.extend(
+                FileTask(path, root / path.relative_to(given)) for path in _walk(given, root, hidden)
+            )
         elif os.path.lexists(given):
             if out is None:
                 target = output_path(given)
@@ -78,7 +84,7 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _walk(root: Path, out: Path) -> Iterator[Path]:
+def _walk(root: Path, out: Path, hidden: bool = True) -> Iterator[Path]:
     out = _real(out)
 
     def unreadable(error: OSError) -> None:  # a directory that cannot be listed is no empty one
@@ -87,8 +93,12 @@ def _walk(root: Path, out: Path) -> Iterator[Path]:
     for directory, subdirectories, names in os.walk(root, onerror=unreadable):
         subdirectories.sort()
         base = Path(directory)
-        subdirectories[:] = [d for d in subdirectories if _real(base / d) != out]
+        subdirectories[:] = [
+            d for d in subdirectories if _real(base / d) != out and (hidden or not d.startswith("."))
+        ]
         for name in sorted(names):
+            if not hidden and name.startswith("."):
+                continue
             path = base / name
             stem, suffix, _ = split_name(path)
             if suffix.lower() in defaults.FORMAT_BY_SUFFIX and Path(stem).suffix != defaults.OUTPUT_INFIX:
@@ -125,15 +135,18 @@ def atomic_target(path: Path, overwrite: bool = True, always: bool = False) -> I
 
 
 def _temporary_name(path: Path) -> str:
-    """``.NAME.PID.tmp``, NAME's bytes cut so that the whole fits the directory's name limit
-    (a target name near it would otherwise fail as its temporary name did not fit)."""
+    """``.NAME.PID.tmp``, NAME cut by whole characters so that the whole fits the directory's
+    name limit (a target name near it would otherwise fail as its temporary name did not
+    fit; a character cut in two would leave a name some writers, pyarrow's, cannot encode)."""
     tail = f".{os.getpid()}.tmp"
     try:
         limit = os.pathconf(path.parent, "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = defaults.NAME_MAX
-    room = limit - 1 - len(tail)
-    return "." + os.fsdecode(os.fsencode(path.name)[:room]) + tail
+    name = path.name
+    while name and len(os.fsencode(f".{name}{tail}")) > limit:
+        name = name[:-1]
+    return f".{name}{tail}"
 
 
 def _move(temporary: Path, path: Path, overwrite: bool) -> None:

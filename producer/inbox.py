@@ -163,13 +163,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     )
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     try:
-        tasks = plan_files([inbox], outbox)
+        tasks = plan_files([inbox], outbox, hidden=False)
     except (DocumentError, OSError) as exc:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
-    listed = {str(task.source.relative_to(inbox)): task for task in tasks}
-    named = {
-        name: task for name, task in listed.items() if not any(p.startswith(".") for p in Path(name).parts)
-    }
+    named = {str(task.source.relative_to(inbox)): task for task in tasks}
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)

@@ -148,7 +148,7 @@ def translate_files(
     translator: SentenceTranslator,
     report: RunReport,
     progress: Progress = lambda n: None,
-    overwrite: bool = False,
+    overwrite: bool = True,
 ) -> RunReport:
     """Translate, render and atomically write each document; returns ``report``.
 
@@ -156,8 +156,9 @@ def translate_files(
     far complete and no partial file behind, so the run can simply be repeated. A document
     that turns out to be invalid part way is recorded in ``report.errors`` (nothing is
     written for it, and its quality flags are dropped) and the others go on. Without
-    ``overwrite`` (`RunOptions.force`), an output that something else made while its
-    document was translated is left as it is, an error of that document.
+    ``overwrite`` (`transqueue translate` passes `RunOptions.force`), an output that
+    something else made while its document was translated is left as it is, an error of
+    that document.
     """
     started = time.perf_counter()
     translations = Translations(translator, report)

@@ -465,3 +465,34 @@ def test_corrupt_dead_letters_errors_and_orphans_are_one_line_not_a_traceback(re
         result = CliRunner().invoke(main, [command, job_id], env=env)
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
         assert f"Error: {keys.dead} field 0 is not a record of this transqueue" in result.output, command
+
+
+def test_fetch_stopped_part_way_keeps_the_records_of_the_outputs_there(redis_server, tmp_path, monkeypatch):
+    """A --follow fetch stopped while it waits for the first document (cancelled here, or
+    Ctrl-C) never reaches the others, whose outputs an earlier fetch wrote: their records
+    stay in the report."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, text in (
+        ("a.txt", "Hello there."),
+        ("b.txt", "Tom is 25 years old."),
+        ("c.txt", "He has 31 cats."),
+    ):
+        (corpus / name).write_text(text + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    store, job_id, env = unfinished_job(redis_server, tmp_path, Path("corpus"))
+    for slot in range(1, store.info(job_id).total):  # a.txt's slot 0 stays unsettled
+        store.record(job_id, slot, "", f"译{slot}", fingerprint="f", hit=False)  # digits flagged
+    report = tmp_path / "flags.jsonl"
+    first = CliRunner().invoke(main, ["fetch", job_id, "--report", str(report)], env=env)
+    assert first.exit_code == 1 and "2 of 3 documents written" in first.output, first.output
+    records = report.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["document"] for line in records] == ["corpus/b.txt", "corpus/c.txt"]
+    cancel = threading.Timer(1.0, store.cancel, args=[job_id])
+    cancel.start()
+    try:
+        stopped = CliRunner().invoke(main, ["fetch", job_id, "--follow", "--report", str(report)], env=env)
+    finally:
+        cancel.cancel()
+    assert stopped.exit_code == 1 and "cancelled" in stopped.output, stopped.output
+    assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)

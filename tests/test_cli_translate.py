@@ -504,12 +504,41 @@ def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path):
 
 
 def test_a_report_can_go_to_a_pipe_or_a_device(tmp_path):
+    """--report /dev/stdout is written as the run goes, appended to whatever stdout is: a
+    pipe, or a file the shell opened (`>> all.jsonl`), whose earlier lines are kept."""
     (tmp_path / "a.txt").write_text("Tom is 25 years old.\n")
-    run = subprocess.run(
-        [TRANSQUEUE, "translate", str(tmp_path / "a.txt"), "--report", "/dev/stdout"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = [TRANSQUEUE, "translate", str(tmp_path / "a.txt"), "--report", "/dev/stdout"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["document"] == str(tmp_path / "a.txt")
+    everything = tmp_path / "all.jsonl"
+    everything.write_text('{"earlier": "run"}\n')
+    with everything.open("a") as stdout:
+        run = subprocess.run(
+            [*args, "--force"], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300
+        )
+    assert run.returncode == 0, run.stderr
+    earlier, record = everything.read_text().splitlines()
+    assert earlier == '{"earlier": "run"}' and json.loads(record)["document"] == str(tmp_path / "a.txt")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "a.zh.txt", "all.jsonl"]
+
+
+def test_a_file_failing_under_force_keeps_its_earlier_output_and_records(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Tom is 25 years old.\n")
+    (corpus / "b.jsonl").write_text('{"text": "He has 31 cats."}\n')
+    report = tmp_path / "flags.jsonl"
+    args = ["translate", str(corpus), "--field", "text", "--report", str(report)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    records = report.read_text(encoding="utf-8").splitlines()
+    assert len(records) == 2
+    (corpus / "b.jsonl").write_text('{"text": "He has 31 cats."}\n{broken\n')
+    output = (tmp_path / "corpus.zh" / "b.jsonl").read_bytes()
+    again = CliRunner().invoke(main, [*args, "--force"])
+    assert (
+        again.exit_code == 1
+        and "1 written, 0 skipped (output exists; --force overwrites), 1 failed" in again.output
+    )
+    assert (tmp_path / "corpus.zh" / "b.jsonl").read_bytes() == output  # kept, as its records are
+    assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)

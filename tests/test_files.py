@@ -96,3 +96,26 @@ def test_always_keeps_what_was_written_before_a_failure(tmp_path: Path):
         temporary.write_text("half\n")
         raise KeyboardInterrupt
     assert os.listdir(tmp_path) == ["log"]
+
+
+def test_a_walk_without_hidden_names_never_enters_a_dot_directory(tmp_path: Path):
+    """The inbox's walk: a dot directory (rsync's `.~tmp~`, removed when its transfer ends)
+    that vanishes while the tree is walked is no error, as it is never entered."""
+    import shutil
+
+    from producer.files import _walk
+
+    for hidden in (False, True):
+        (tmp_path / "a.txt").write_text("Hi.\n")
+        (tmp_path / ".~tmp~").mkdir()
+        (tmp_path / ".~tmp~" / "b.txt").write_text("Hi.\n")
+        (tmp_path / ".c.txt").write_text("Hi.\n")
+        walk = _walk(tmp_path, tmp_path / "out", hidden)
+        first = next(walk)
+        shutil.rmtree(tmp_path / ".~tmp~")
+        if hidden:
+            assert first == tmp_path / ".c.txt"
+            with pytest.raises(DocumentError, match="cannot read this directory"):
+                list(walk)
+        else:
+            assert [first, *walk] == [tmp_path / "a.txt"]

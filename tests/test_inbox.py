@@ -57,8 +57,8 @@ def test_trimming_the_runs_keeps_those_in_flight(store, entry, monkeypatch):
 def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
     inbox_dir = Path(entry.inbox)
 
-    def listing_with_a_vanished_file(inputs, out):
-        tasks = plan_files(inputs, out)
+    def listing_with_a_vanished_file(inputs, out, **options):
+        tasks = plan_files(inputs, out, **options)
         return [*tasks, FileTask(inbox_dir / "gone.txt", Path(out) / "gone.txt")]
 
     monkeypatch.setattr(inbox, "plan_files", listing_with_a_vanished_file)

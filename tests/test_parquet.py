@@ -258,3 +258,16 @@ def test_a_column_index_in_other_digits_is_no_index(tmp_path):
     for column in ("²", "١"):
         report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=(column,)))
         assert len(report.errors) == 1 and f"no column {column!r}" in report.errors[0]
+
+
+@pytest.mark.parametrize("name", ["é" * 123 + ".parquet", "x" + "é" * 122 + ".parquet"])
+def test_an_output_named_near_the_name_limit_is_written(tmp_path: Path, name: str):
+    """Its temporary name is cut to fit the name limit by whole characters: one cut inside a
+    two-byte character (one of the two names, whatever the process id's length) would be a
+    name pyarrow cannot encode."""
+    source = tmp_path / "in.parquet"
+    write_table(source, ["Hello there.", None], ["a", "b"], group=2)
+    report, _ = run(source, tmp_path / name, ReadOptions(columns=("text",)))
+    assert not report.errors and report.written == [tmp_path / name]
+    assert pq.read_table(tmp_path / name).column("text").to_pylist()[1] is None
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet", name]
