@@ -251,7 +251,7 @@ def wait_command(job_id: str, quiet: bool) -> None:
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write one JSON line per flagged sentence of the written documents to this file; the "
-    "records of documents skipped (output exists) are kept from its earlier run.",
+    "records of the outputs there that this fetch does not write are kept from its earlier run.",
 )
 @click.option(
     "--source",

@@ -95,7 +95,7 @@ def load_translator(
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write one JSON line per flagged sentence (quality flags) to this file; the records of "
-    "files skipped (output exists) are kept from its earlier run.",
+    "the outputs there that this run does not write are kept from its earlier run.",
 )
 def translate_command(
     inputs: tuple[Path, ...],
