@@ -245,9 +245,9 @@ def open_report(
     ends (Ctrl-C included), with the records of the report already at ``path`` whose document
     is one of ``carried()`` copied over: the documents this run did not write whose outputs
     are there (skipped, failed this time, or not reached before an interruption), so that
-    the report always covers every output on disk. A ``path`` that is a
-    pipe, a device or a descriptor's link (``/dev/stdout``, even where it leads to a file) is
-    written straight, appended to.
+    the report always covers every output on disk. A ``path`` that is a pipe, a device or a
+    descriptor's link (``/dev/stdout``, even where it leads to a file) is appended to as the
+    run goes, with nothing carried over.
     """
     if path is None:
         yield None
@@ -274,7 +274,8 @@ def open_report(
                 yield handle
                 in_body = False
             finally:
-                _carry_records(target, carried(), handle)
+                if not straight:  # a stream has no earlier report to carry from
+                    _carry_records(target, carried(), handle)
     except OSError as error:
         if in_body:  # not the report's: the run's own, raised through it
             raise
