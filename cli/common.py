@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -231,41 +232,71 @@ def stop_cleanly_on_termination() -> None:
 
 
 @contextmanager
+def stopped_with_summary(summary: Callable[[], str]) -> Iterator[None]:
+    """Print ``summary()`` and exit 128 + the signal's number when Ctrl-C (130), SIGTERM (143)
+    or SIGHUP (129, `stop_cleanly_on_termination`) stops the block, so that an interrupted
+    run still says what it did (and an interruption is never exit status 1, a failure)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        status = 128 + signal.SIGINT
+    except SystemExit as stop:
+        if not (isinstance(stop.code, int) and stop.code > 128):
+            raise
+        status = stop.code
+    else:
+        return
+    click.echo(f"{summary()}; stopped (exit status {status})", err=True)
+    sys.exit(status)
+
+
+@contextmanager
 def open_report(
     path: Path | None,
     kept: Iterable[Path] = (),
     whose: str = "run",
     carried: Callable[[], Collection[str]] = frozenset,
+    trees: Iterable[Path] = (),
 ) -> Iterator[TextIO | None]:
     """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
     clean CLI error when it cannot be written, and a usage error when it is one of `kept`
-    (the `whose` inputs and outputs), which writing it would replace.
+    (the `whose` inputs and outputs), which writing it would replace, or inside one of
+    `trees` (input directories), where the next run would read it as an input.
 
     The report is written beside ``path`` and moved onto it when the block ends, however it
-    ends (Ctrl-C included), with the records of the report already at ``path`` whose document
-    is one of ``carried()`` copied over: the documents this run did not write whose outputs
-    are there (skipped, failed this time, or not reached before an interruption), so that
-    the report always covers every output on disk. A ``path`` that is a pipe, a device or a
-    descriptor's link (``/dev/stdout``, even where it leads to a file) is appended to as the
-    run goes, with nothing carried over.
+    ends (Ctrl-C included), with the records of the report already at ``path`` whose
+    ``path`` field (a file's resolved absolute path) is one of ``carried()`` copied over:
+    the documents this run did not write whose outputs are there (skipped, failed this time,
+    or not reached before an interruption), so that the report always covers every output
+    on disk. ``-``, ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N`` are written to that
+    descriptor itself (where the shell points it, at its position), any other pipe or device
+    as it opens, as the run goes, with nothing carried over.
     """
     if path is None:
         yield None
         return
-    if os.path.realpath(path) in {os.path.realpath(other) for other in kept}:
+    real = os.path.realpath(path)
+    if real in {os.path.realpath(other) for other in kept}:
         raise click.UsageError(f"--report {path} is one of the {whose}'s inputs or outputs")
-    from producer.files import atomic_target
-
-    given = os.path.abspath(path)
-    straight = path.exists() and (not path.is_file() or given.startswith(("/dev/", "/proc/")))
-    target = Path(os.path.realpath(path))  # through a symbolic link, as opening it would go
+    for tree in trees:
+        if real.startswith(os.path.join(os.path.realpath(tree), "")):
+            raise click.UsageError(
+                f"--report {path} is inside the input directory {tree}: it would be read as an input"
+            )
+    descriptor = _descriptor(path)
+    straight = descriptor is not None or (path.exists() and not path.is_file())
+    target = Path(real)  # through a symbolic link, as opening it would go
     if not (straight or target.parent.is_dir()):
         raise click.ClickException(f"cannot write the report {path}: no such directory {target.parent}")
+    from producer.files import atomic_target
+
     in_body = False
     try:
         with ExitStack() as stack:
-            if straight:
-                handle = stack.enter_context(path.open("a", encoding="utf-8"))
+            if descriptor is not None:
+                handle = stack.enter_context(os.fdopen(os.dup(descriptor), "w", encoding="utf-8"))
+            elif straight:
+                handle = stack.enter_context(path.open("w", encoding="utf-8"))
             else:
                 temporary = stack.enter_context(atomic_target(target, always=True))
                 handle = stack.enter_context(temporary.open("w", encoding="utf-8"))
@@ -282,9 +313,20 @@ def open_report(
         raise click.ClickException(f"cannot write the report {path}: {error.strerror or error}") from None
 
 
+def _descriptor(path: Path) -> int | None:
+    """The file descriptor ``path`` names (``-`` and ``/dev/stdout`` 1, ``/dev/stderr`` 2,
+    ``/dev/fd/N`` and ``/proc/self/fd/N`` N), or None."""
+    named = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
+    given = str(path)
+    if given in named:
+        return named[given]
+    match = re.fullmatch(r"/(?:dev|proc/self)/fd/(\d+)", given)
+    return int(match.group(1)) if match else None
+
+
 def _carry_records(report: Path, documents: Collection[str], out: TextIO) -> None:
-    """Copy to ``out`` the records of ``documents`` in the report at ``report`` (an earlier
-    run's, if any); its lines that are not such records are left behind."""
+    """Copy to ``out`` the records of ``documents`` (resolved absolute paths) in the report at
+    ``report`` (an earlier run's, if any); its lines that are not such records are left behind."""
     if not documents or not report.is_file():
         return
     try:
@@ -306,7 +348,7 @@ def _carry_records(report: Path, documents: Collection[str], out: TextIO) -> Non
                 continue
             if (
                 isinstance(record, dict)
-                and isinstance(record.get("document"), str)
-                and record["document"] in documents
+                and isinstance(record.get("path"), str)
+                and record["path"] in documents
             ):
                 out.write(line if line.endswith("\n") else line + "\n")

@@ -20,6 +20,7 @@ from cli.common import (
     protect_option,
     record_options,
     stop_cleanly_on_termination,
+    stopped_with_summary,
 )
 from producer.documents import DocumentError, ReadOptions
 from producer.files import OutputAppeared, contained, plan_files
@@ -30,7 +31,6 @@ from producer.jobs import (
     add_files,
     check_targets,
     iter_documents,
-    report_name,
     stdin_sources,
     write_document,
 )
@@ -295,9 +295,9 @@ def fetch_command(
     documents: list[DocumentRecord] = []  # a stdin job's records are written to stdout
     done: set[int] = set()  # the documents written by this fetch
 
-    def unwritten_outputs() -> set[str]:  # as the records name them: their earlier records are kept
+    def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
         return {
-            report_name(d, n)
+            os.path.realpath(d.name)
             for n, d in enumerate(documents)
             if n not in done and os.path.lexists(out_dir / d.target)
         }
@@ -308,7 +308,10 @@ def fetch_command(
             documents = store.documents(job_id)
             check_targets(documents, out_dir)
             kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
-        with open_report(report_path, kept, "job", carried=unwritten_outputs) as report:
+        with (
+            stopped_with_summary(lambda: f"{written} of {info.documents} {unit} written to {where}"),
+            open_report(report_path, kept, "job", carried=unwritten_outputs) as report,
+        ):
             flags = FlagLog(report)
             for rendered in iter_documents(
                 store, job_id, follow=follow, poll_interval=store.settings.poll_interval, flags=flags

@@ -10,7 +10,13 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from cli.common import open_report, protect_option, record_options, stop_cleanly_on_termination
+from cli.common import (
+    open_report,
+    protect_option,
+    record_options,
+    stop_cleanly_on_termination,
+    stopped_with_summary,
+)
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
@@ -134,14 +140,20 @@ def translate_command(
         raise click.ClickException(str(error)) from None
     report = RunReport()
 
-    def unwritten_outputs() -> set[str]:  # as the records name them: their earlier records are kept
+    def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
         written = set(report.written)
         return {
-            str(task.source) for task in tasks if task.target not in written and os.path.lexists(task.target)
+            os.path.realpath(task.source)
+            for task in tasks
+            if task.target not in written and os.path.lexists(task.target)
         }
 
     kept = [path for task in tasks for path in (task.source, task.target)]
-    with open_report(report_path, kept, carried=unwritten_outputs) as flagged:
+    trees = [given for given in inputs if given.is_dir()]
+    with (
+        stopped_with_summary(report.summary),
+        open_report(report_path, kept, carried=unwritten_outputs, trees=trees) as flagged,
+    ):
         report.quality = FlagLog(flagged)
         _translate_files(
             tasks,

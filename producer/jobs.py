@@ -410,6 +410,7 @@ def _pieces(
 ) -> Iterator[Piece]:
     """Each window of document `n` rendered, its dead letters added to `dead`."""
     name = report_name(record, n)
+    path = None if record.name == STDIN else os.path.realpath(record.name)
     for w in range(record.windows):
         window = store.window(job_id, n, w)
         states = store.slot_states(job_id, window.slots)
@@ -431,7 +432,9 @@ def _pieces(
         if flags is not None:
             capped = store.capped(job_id, window.slots)
             skip = [isinstance(state, DeadLetter) for state in states]
-            flags.check(name, doc, translations, capped.__getitem__, window.first_line, skip.__getitem__)
+            flags.check(
+                name, doc, translations, capped.__getitem__, window.first_line, skip.__getitem__, path=path
+            )
         yield render(translations)
 
 

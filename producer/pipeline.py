@@ -102,11 +102,13 @@ class Translations:
         self.report.sentences += len(document.segments)
         return [self.memory[segment.text] for segment in document.segments]
 
-    def checked(self, name: str, document: Document, progress: Progress = lambda n: None) -> list[str]:
-        """`of`, with each translation checked for the run's quality flags (``name``: the
+    def checked(self, source: Path, document: Document, progress: Progress = lambda n: None) -> list[str]:
+        """`of`, with each translation checked for the run's quality flags (``source``: the
         document's file, for the flag records)."""
         texts = self.of(document, progress)
-        self.report.quality.check(name, document, texts, self.was_capped(document), document.first_line)
+        capped = self.was_capped(document)
+        path = os.path.realpath(source)
+        self.report.quality.check(str(source), document, texts, capped, document.first_line, path=path)
         return texts
 
     def was_capped(self, document: Document) -> Callable[[int], bool]:
@@ -164,7 +166,7 @@ def translate_files(
     translations = Translations(translator, report)
     try:
         for task, document in documents:
-            translate = partial(translations.checked, str(task.source), progress=progress)
+            translate = partial(translations.checked, task.source, progress=progress)
             try:
                 document.write(task.target, translate, overwrite)
             except OSError as error:  # named after the output when writing it failed

@@ -118,8 +118,10 @@ def _visible(text: str) -> int:
 class FlagLog:
     """Counts the flags of a run's sentences and writes each flagged one to ``out`` as JSONL.
 
-    A record: ``{"document", "line", "source", "output", "flags"}``; ``line`` is the line of
-    the document where the sentence starts, counting from ``first_line``.
+    A record: ``{"document", "path", "line", "source", "output", "flags"}``: the document as
+    the run names it, and (files only) its resolved absolute path, which a later run matches
+    records by (`cli.common.open_report`); ``line`` is the line of the document where the
+    sentence starts, counting from ``first_line``.
 
     Documents are checked one at a time, a window after another (`check`), and what is found
     stays pending until the document is written (`keep`: its flags are counted and its
@@ -142,9 +144,10 @@ class FlagLog:
         capped: Callable[[int], bool],
         first_line: int = 1,
         skip: Callable[[int], bool] = lambda index: False,
+        path: str | None = None,
     ) -> None:
-        """Flag each segment of ``document`` (a window of the document called ``name``)
-        against its translation, pending `keep` or `drop`.
+        """Flag each segment of ``document`` (a window of the document called ``name``, the
+        file at ``path`` if it is one) against its translation, pending `keep` or `drop`.
 
         ``capped(i)`` says whether segment ``i``'s translation hit the length cap; segments
         for which ``skip(i)`` holds (left untranslated for another reason) are not checked.
@@ -164,6 +167,7 @@ class FlagLog:
                 newlines = [match.start() for match in _NEWLINE.finditer(text)]
             record = {
                 "document": name,
+                **({"path": path} if path is not None else {}),
                 "line": first_line + bisect.bisect_left(newlines, segment.start),
                 "source": segment.text,
                 "output": output,

@@ -356,6 +356,7 @@ def test_report_lists_each_flagged_sentence_of_the_demo_model(tmp_path):
             wanted.append(
                 {
                     "document": str(source),
+                    "path": os.path.realpath(source),
                     "line": line,
                     "source": text,
                     "output": translated.text,
@@ -404,6 +405,12 @@ def test_a_report_never_names_an_input_or_an_output(tmp_path, tiny_bundle):
         assert result.exit_code == 2 and "is one of the run's inputs or outputs" in result.output
     assert (corpus / "c.txt").read_text() == "Hello world.\n"
     assert (tmp_path / "c.zh.txt").read_text() == "PRECIOUS\n"
+    # a new report inside an input directory would be read as an input by the rerun
+    inside = CliRunner().invoke(
+        main, ["translate", str(corpus), "--report", str(corpus / "sub" / "new.jsonl"), *model]
+    )
+    assert inside.exit_code == 2 and f"is inside the input directory {corpus}" in inside.output
+    assert not (corpus / "sub").exists() and not (tmp_path / "corpus.zh").exists()
 
 
 def test_an_output_that_cannot_be_written_is_named_as_the_output(tmp_path, tiny_bundle):
@@ -454,32 +461,45 @@ def test_stdin_gives_one_batch_at_a_time_every_core(tiny_bundle):
     assert files._decoder.get_session_options().get_session_config_entry(spinning) == "0"
 
 
-def test_a_rerun_keeps_the_report_records_of_the_files_it_skips(tmp_path):
+def test_a_rerun_keeps_the_report_records_of_the_files_it_skips(tmp_path, monkeypatch):
     """The first run stopped after a.txt (its output is there, b.txt's is not): the rerun
-    skips a.txt, and its report still holds a.txt's records beside b.txt's."""
+    skips a.txt, and its report still holds a.txt's records beside b.txt's, matched by the
+    file's resolved path, so a rerun may name the files otherwise (from another directory)."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("Tom is 25 years old.\n")  # the demo model gets both digits wrong
     (corpus / "b.txt").write_text("He has 31 cats.\n")
-    report = tmp_path / "flags.jsonl"
-    args = ["translate", str(corpus), "--report", str(report)]
-    first = CliRunner().invoke(main, args)
+    monkeypatch.chdir(tmp_path)
+    first = CliRunner().invoke(main, ["translate", "corpus", "--report", "flags.jsonl"])
     assert first.exit_code == 0, first.output
-    records = report.read_text(encoding="utf-8").splitlines()
-    assert sorted(json.loads(line)["document"] for line in records) == [
-        str(corpus / "a.txt"),
-        str(corpus / "b.txt"),
+    records = [
+        json.loads(line) for line in (tmp_path / "flags.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert [(r["document"], r["path"]) for r in records] == [
+        (os.path.join("corpus", name), str(corpus.resolve() / name)) for name in ("a.txt", "b.txt")
     ]
     (tmp_path / "corpus.zh" / "b.txt").unlink()
-    again = CliRunner().invoke(main, args)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = CliRunner().invoke(main, ["translate", str(corpus), "--report", str(tmp_path / "flags.jsonl")])
     assert again.exit_code == 0 and "1 written, 1 skipped" in again.output, again.output
-    assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)
+    now = [json.loads(line) for line in (tmp_path / "flags.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(now, key=lambda r: r["path"]) == [
+        records[0],
+        {**records[1], "document": str(corpus / "b.txt")},
+    ]
     assert not list(tmp_path.glob(".*"))
 
 
-def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path):
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path, stop):
+    """Stopped part way (kill, or Ctrl-C), a run still writes its report and its summary,
+    and exits 128 + the signal's number."""
     import signal
     import time
+
+    number = getattr(signal, stop)
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -496,21 +516,33 @@ def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path):
     while not list((tmp_path / "corpus.zh").glob(".big.txt.*.tmp")):  # a.txt is written
         assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
         time.sleep(0.05)
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=120) == 128 + signal.SIGTERM
+    run.send_signal(number)
+    assert run.wait(timeout=120) == 128 + number
+    summary = run.stderr.read().splitlines()[-1]
+    assert summary.startswith("1 written") and summary.endswith(f"; stopped (exit status {128 + number})")
     (record,) = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
     assert record["document"] == str(corpus / "a.txt") and record["flags"] == ["digits"]
     assert not list(tmp_path.glob(".*.tmp")) and not list((tmp_path / "corpus.zh").glob(".*"))
 
 
 def test_a_report_can_go_to_a_pipe_or_a_device(tmp_path):
-    """--report /dev/stdout is written as the run goes, appended to whatever stdout is: a
-    pipe, or a file the shell opened (`>> all.jsonl`), whose earlier lines are kept."""
+    """--report /dev/stdout (or -) is written to stdout itself as the run goes: a pipe, or a
+    file the shell opened, at its position (`>> all.jsonl` keeps its earlier lines, and
+    `> run.log 2>&1` holds the records and the summary, neither written over the other)."""
     (tmp_path / "a.txt").write_text("Tom is 25 years old.\n")
-    args = [TRANSQUEUE, "translate", str(tmp_path / "a.txt"), "--report", "/dev/stdout"]
-    run = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["document"] == str(tmp_path / "a.txt")
+    for report in ("/dev/stdout", "-"):
+        args = [TRANSQUEUE, "translate", str(tmp_path / "a.txt"), "--report", report, "--force"]
+        run = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["document"] == str(tmp_path / "a.txt")
+    log = tmp_path / "run.log"
+    with log.open("w") as shared:
+        run = subprocess.run(args, stdout=shared, stderr=subprocess.STDOUT, timeout=300)
+    assert run.returncode == 0
+    record, summary = log.read_text().splitlines()
+    assert json.loads(record)["document"] == str(tmp_path / "a.txt") and summary.startswith("1 written")
+    log.unlink()
+    args = args[:-1]
     everything = tmp_path / "all.jsonl"
     everything.write_text('{"earlier": "run"}\n')
     with everything.open("a") as stdout:
