@@ -151,7 +151,12 @@ def metrics_command(port: int | None, addr: str) -> None:
 @click.argument("inbox")
 def runs_command(inbox: str) -> None:
     """List the recorded runs of a scheduled inbox entry, oldest first."""
-    for run in cli_store().runs.list(inbox):
+    runs = cli_store().runs.list(inbox)
+    if not runs:  # a name mistyped looks the same as an entry not run yet: say so
+        click.echo(
+            f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
+        )
+    for run in runs:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run.started))
         line = f"{run.run_id}  {started}  {run.state:11}  files={len(run.files)}"
         if run.job:

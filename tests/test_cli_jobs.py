@@ -500,3 +500,10 @@ def test_fetch_stopped_part_way_keeps_the_records_of_the_outputs_there(redis_ser
         cancel.cancel()
     assert stopped.exit_code == 1 and "cancelled" in stopped.output, stopped.output
     assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)
+
+
+def test_runs_of_an_inbox_with_none_says_so(redis_server):
+    redis_server.client().flushdb()
+    result = CliRunner().invoke(main, ["runs", "nosuch"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 0
+    assert "no runs recorded for inbox 'nosuch': not run yet, or not the name of an entry" in result.output
