@@ -425,24 +425,29 @@ def test_an_output_that_cannot_be_written_is_named_as_the_output(tmp_path, tiny_
     assert f"error: {tmp_path / 'in' / 'a.txt'}" not in result.output
 
 
+def stopped_while_writing(args: list[str], temporary: Path, number: int) -> subprocess.Popen:
+    """`transqueue ARGS` stopped by signal `number` once it writes the temporary file
+    `temporary` (a glob pattern), waited for; its stderr left to read."""
+    import time
+
+    run = subprocess.Popen([TRANSQUEUE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(temporary.parent.glob(temporary.name)):  # it has started writing
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+        time.sleep(0.05)
+    run.send_signal(number)
+    run.wait(timeout=120)
+    return run
+
+
 def test_sigterm_leaves_no_temporary_output_behind(tmp_path, tiny_bundle):
     import signal
-    import time
 
     source = tmp_path / "big.txt"
     source.write_text("".join(f"Sentence number {n} is here.\n" for n in range(40000)))
-    run = subprocess.Popen(
-        [TRANSQUEUE, "translate", str(source), "--model", str(tiny_bundle)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".big.zh.txt.*.tmp")):  # it has started writing
-        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
-        time.sleep(0.05)
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=120) == 128 + signal.SIGTERM
+    args = ["translate", str(source), "--model", str(tiny_bundle)]
+    run = stopped_while_writing(args, tmp_path / ".big.zh.txt.*.tmp", signal.SIGTERM)
+    assert run.returncode == 128 + signal.SIGTERM
     assert not list(tmp_path.glob(".*.tmp")) and not (tmp_path / "big.zh.txt").exists()
 
 
@@ -497,27 +502,16 @@ def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path, stop):
     """Stopped part way (kill, or Ctrl-C), a run still writes its report and its summary,
     and exits 128 + the signal's number."""
     import signal
-    import time
 
     number = getattr(signal, stop)
-
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("Tom is 25 years old.\n")
     (corpus / "big.txt").write_text("".join(f"Sentence number {n} is here.\n" for n in range(40000)))
     report = tmp_path / "flags.jsonl"
-    run = subprocess.Popen(
-        [TRANSQUEUE, "translate", str(corpus), "--report", str(report)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not list((tmp_path / "corpus.zh").glob(".big.txt.*.tmp")):  # a.txt is written
-        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
-        time.sleep(0.05)
-    run.send_signal(number)
-    assert run.wait(timeout=120) == 128 + number
+    args = ["translate", str(corpus), "--report", str(report)]
+    run = stopped_while_writing(args, tmp_path / "corpus.zh" / ".big.txt.*.tmp", number)  # a.txt is written
+    assert run.returncode == 128 + number
     summary = run.stderr.read().splitlines()[-1]
     assert summary.startswith("1 written") and summary.endswith(f"; stopped (exit status {128 + number})")
     (record,) = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
