@@ -257,11 +257,13 @@ def open_report(
     whose: str = "run",
     carried: Callable[[], Collection[str]] = frozenset,
     trees: Iterable[Path] = (),
+    stdout_taken: bool = False,
 ) -> Iterator[TextIO | None]:
     """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
     clean CLI error when it cannot be written, and a usage error when it is one of `kept`
-    (the `whose` inputs and outputs), which writing it would replace, or inside one of
-    `trees` (input directories), where the next run would read it as an input.
+    (the `whose` inputs and outputs), which writing it would replace, inside one of `trees`
+    (input directories), where the next run would read it as an input, or stdout where the
+    run writes its output there (``stdout_taken``).
 
     The report is written beside ``path`` and moved onto it when the block ends, however it
     ends (Ctrl-C included), with the records of the report already at ``path`` whose
@@ -284,6 +286,8 @@ def open_report(
                 f"--report {path} is inside the input directory {tree}: it would be read as an input"
             )
     descriptor = _descriptor(path)
+    if stdout_taken and descriptor == 1:
+        raise click.UsageError(f"--report {path}: the {whose}'s output goes to stdout")
     straight = descriptor is not None or (path.exists() and not path.is_file())
     target = Path(real)  # through a symbolic link, as opening it would go
     if not (straight or target.parent.is_dir()):

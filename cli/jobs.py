@@ -310,7 +310,7 @@ def fetch_command(
             kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
         with (
             stopped_with_summary(lambda: f"{written} of {info.documents} {unit} written to {where}"),
-            open_report(report_path, kept, "job", carried=unwritten_outputs) as report,
+            open_report(report_path, kept, "job", carried=unwritten_outputs, stdout_taken=stream) as report,
         ):
             flags = FlagLog(report)
             for rendered in iter_documents(

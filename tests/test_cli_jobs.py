@@ -423,6 +423,9 @@ def test_fetch_of_stdin_names_the_unit_of_each_untranslated_sentence(redis_serve
     fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
     assert fetched.exit_code == 1
     assert "<stdin> unit 2: left untranslated (BundleError('gone')): 'Good night.'" in fetched.output
+    for report in ("-", "/dev/stdout"):  # where the records go: they would be mixed
+        mixed = CliRunner().invoke(main, ["fetch", job_id, "--report", report], env=env)
+        assert mixed.exit_code == 2 and f"--report {report}: the job's output goes to stdout" in mixed.output
 
 
 def test_fetch_report_names_documents_as_translate_does_and_keeps_skipped_ones(
