@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 
 import pytest
@@ -12,6 +14,7 @@ from distributed_support import RedisServer, wait_for
 from store.config import Settings
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from store.keys import JobKeys
+from store.queues import DELIVER_TASK
 from worker import tasks
 
 pytest_plugins = ["distributed_support"]
@@ -127,6 +130,12 @@ def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkey
     assert store.client.hget(JobKeys("j").strikes, "0") is None and store.errors("j") == []
 
 
+def _deliveries(server: RedisServer) -> list[tuple[str, list[object]]]:
+    """The tasks waiting in the inbox queue (the scheduler's): (task name, arguments) of each."""
+    messages = [json.loads(raw) for raw in server.client().lrange(Settings().inbox_queue, 0, -1)]
+    return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0]) for m in messages]
+
+
 def _worker_without_mget(server: RedisServer) -> str:
     """The URL of a Redis user that may do anything but MGET, which a chunk needs for its
     translation-memory lookups: Redis refuses them (NOPERM), an error that is not Redis
@@ -200,12 +209,9 @@ def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monk
     _last_delivery(store)
     url = _worker_without_mget(server)
     _wire(monkeypatch, Settings(redis_url=url, bundle=str(tiny_bundle), threads=1, max_deliveries=2))
-    sent: list[tuple[str, list[str]]] = []
-    # Recorded, not sent: the app's broker is read once per process from the environment.
-    monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
     assert store.info("j").dead == 2
-    assert sent == [(tasks.DELIVER_TASK, ["j"])]
+    assert _deliveries(server) == [(DELIVER_TASK, ["j"])]
 
 
 def test_a_chunk_whose_slots_are_all_settled_finishes_a_job_nothing_finished(
@@ -219,12 +225,10 @@ def test_a_chunk_whose_slots_are_all_settled_finishes_a_job_nothing_finished(
     store.client.hset(JobKeys("j").results, mapping={"0": "一。", "1": "二。"})
     store.client.hset(JobKeys("j").meta, "done", 2)
     _wire(monkeypatch, settings)
-    sent: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(tasks.app, "send_task", lambda name, args: sent.append((name, args)))
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
     info = store.info("j")
     assert (info.state, info.done, info.finished_at is not None) == (DONE, 2, True)
-    assert sent == [(tasks.DELIVER_TASK, ["j"])]  # delivered as if its last write had finished it
+    assert _deliveries(server) == [(DELIVER_TASK, ["j"])]  # delivered as if its last write had finished it
 
 
 def test_the_chunks_of_a_cancelled_job_are_skipped(server, monkeypatch, tiny_bundle):

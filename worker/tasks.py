@@ -17,7 +17,7 @@ from store.defaults import BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
 from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
-from store.queues import DELIVER_TASK, TRANSLATE_TASK, model_key, model_queue
+from store.queues import TRANSLATE_TASK, model_key, model_queue, send_delivery
 from worker import runtime
 from worker.celery import app
 from worker.chunks import process_chunk
@@ -139,7 +139,7 @@ def translate_chunk(*args: object, **kwargs: object) -> None:
                 raise _requeued(f"chunk {chunk} of job {job_id}: {exc!r}", exc) from exc
             finalized = _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
     if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
-        app.send_task(DELIVER_TASK, args=[job_id])
+        send_delivery(settings, job_id)
 
 
 def redis_away(exc: BaseException) -> bool:
