@@ -295,6 +295,9 @@ def fetch_command(
     documents: list[DocumentRecord] = []  # a stdin job's records are written to stdout
     done: set[int] = set()  # the documents written by this fetch
 
+    def written_line() -> str:  # the summary's start, also when the fetch stops part way
+        return f"{written} of {info.documents} {unit} written to {where}"
+
     def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
         return {
             os.path.realpath(d.name)
@@ -309,7 +312,7 @@ def fetch_command(
             check_targets(documents, out_dir)
             kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
         with (
-            stopped_with_summary(lambda: f"{written} of {info.documents} {unit} written to {where}"),
+            stopped_with_summary(written_line),
             open_report(report_path, kept, "job", carried=unwritten_outputs, stdout_taken=stream) as report,
         ):
             flags = FlagLog(report)
@@ -350,9 +353,9 @@ def fetch_command(
                 dead.extend((rendered.name, letter) for letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         if written:  # say what is on disk before why the rest is not (--follow, cancelled)
-            click.echo(f"{written} of {info.documents} {unit} written to {where}", err=True)
+            click.echo(written_line(), err=True)
         raise click.ClickException(str(exc)) from None
-    summary = f"{written} of {info.documents} {unit} written to {where}"
+    summary = written_line()
     if skipped:
         summary += f", {skipped} skipped (output exists; --force overwrites)"
     click.echo(summary + (f", flagged: {flags.summary()}" if flags.summary() else ""), err=True)

@@ -102,12 +102,13 @@ class Translations:
         self.report.sentences += len(document.segments)
         return [self.memory[segment.text] for segment in document.segments]
 
-    def checked(self, source: Path, document: Document, progress: Progress = lambda n: None) -> list[str]:
+    def checked(
+        self, source: Path, path: str, document: Document, progress: Progress = lambda n: None
+    ) -> list[str]:
         """`of`, with each translation checked for the run's quality flags (``source``: the
-        document's file, for the flag records)."""
+        document's file as given, ``path`` the same resolved, for the flag records)."""
         texts = self.of(document, progress)
         capped = self.was_capped(document)
-        path = os.path.realpath(source)
         self.report.quality.check(str(source), document, texts, capped, document.first_line, path=path)
         return texts
 
@@ -166,7 +167,8 @@ def translate_files(
     translations = Translations(translator, report)
     try:
         for task, document in documents:
-            translate = partial(translations.checked, task.source, progress=progress)
+            path = os.path.realpath(task.source)  # once for the document's windows
+            translate = partial(translations.checked, task.source, path, progress=progress)
             try:
                 document.write(task.target, translate, overwrite)
             except OSError as error:  # named after the output when writing it failed
