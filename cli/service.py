@@ -44,9 +44,11 @@ def worker_command(
 
     settings = cli_settings()
     try:  # the files' sha256 are checked while the worker loads the model (worker.tasks)
-        check_bundle(settings, hashes=False)
+        warnings = check_bundle(settings, hashes=False)
     except BundleError as error:
         raise click.ClickException(f"cannot load the model: {explained(error)}") from None
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     pool, concurrency = pool or settings.pool, concurrency or settings.concurrency
     if pool != "prefork":  # the model loads in this process: start now, while Celery is
         tune_malloc()  # imported and starts (before this process's first thread)

@@ -110,14 +110,22 @@ def explained(error: Exception) -> str:
     return f"{error}\n  to fix it: {FIX_BUNDLE}"
 
 
-def check_bundle(settings: Settings, hashes: bool = True) -> None:
+def check_bundle(settings: Settings, hashes: bool = True) -> list[str]:
     """Raise BundleError unless the settings' bundle can be loaded:
     its manifest, the graphs of the settings' precision, and (with `hashes`) the sha256 of
     every file a Translator at that precision loads. This process (and its forks) then
-    load the Translator without hashing the same files again."""
+    load the Translator without hashing the same files again. Returns warnings about a
+    bundle that loads but falls short (a line each)."""
     from models.bundle import default_bundle_dir, read_manifest, verify_files
 
     manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
     verify_files(manifest, manifest.files_for(settings.precision), hashes=hashes)
     if hashes:
         _state["checked"] = (settings.bundle_dir, settings.precision)
+    if manifest.cpu_independent(settings.precision):
+        return []
+    return [
+        f"{manifest.directory}: its {settings.precision} outputs may differ in rare sentences "
+        "between workers on CPUs with and without AVX-512 (a bundle exported before 2026-12-02, "
+        "or with the tensor int8 scheme); export it again for the same output on every worker"
+    ]

@@ -22,6 +22,7 @@ from onnx import numpy_helper
 from models.builder import defaults
 from models.builder.hub import Checkpoint, resolve
 from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
+from models.builder.portable import cpu_dependent_ops, decompose_softmax
 from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
 from models.builder.tokenizer_convert import convert, problems
 from models.builder.validate import ValidateOptions, validate
@@ -234,6 +235,8 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     staging.mkdir(parents=True)
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
+    for name in (ENCODER, DECODER):  # before quantization: the int8 graphs inherit it
+        decompose_softmax(staging / name)
     model_config, generation_config = model.config, model.generation_config
     del model  # quantization and validation load what they need: free its weights first
     gc.collect()
@@ -246,6 +249,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         duplicates = duplicated_initializers(staging / name)
         if duplicates:
             raise ExportError(f"{name}: duplicated weights inside one file: {duplicates}")
+        dependent = cpu_dependent_ops(staging / name)
+        if dependent:
+            raise ExportError(f"{name}: ops whose results depend on the CPU: {dependent}")
         store_weights_beside(staging / name)
     tokenizer_files = convert(checkpoint.directory, staging)
     for name in CARRIED_FILES:
@@ -262,6 +268,7 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
             "opset": OPSET,
             "encoder": encoders,
             "decoder": {"int8": DECODER_INT8, "fp32": DECODER},
+            "softmax": "decomposed",
         },
         "tokenizer": tokenizer_files,
         "quantization": options.quantize.as_dict(),

@@ -1,0 +1,108 @@
+"""models.builder.portable: graphs that give the same bits on every x86-64 CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from models.builder.portable import cpu_dependent_ops, decompose_softmax
+from models.bundle import MANIFEST, default_bundle_dir, read_manifest
+from store.config import Settings
+from worker.runtime import check_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = Path(__file__).with_name("cross_cpu_probe.py")
+#: An AVX2-only CPU (AMD Zen 2) that qemu-user emulates: what an AVX-512 host is compared with.
+AVX2_ONLY_CPU = "EPYC-Rome"
+
+
+def _run(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_a_decomposed_softmax_computes_softmax(tmp_path, axis):
+    shape = [2, 3, 40]
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=axis, name="attention")],
+        "softmax",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    path = tmp_path / "softmax.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    rows = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 8
+    masked = (0, slice(None), slice(30, None)) if axis == -1 else (0, slice(2, None))
+    rows[masked] = np.finfo(np.float32).min  # masked positions, as a padded row's
+    expected = _run(path, {"x": rows})
+
+    assert decompose_softmax(path) == 1
+    assert cpu_dependent_ops(path) == []
+    got = _run(path, {"x": rows})
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got.sum(axis=axis), 1.0, rtol=1e-6)
+    assert not got[masked].any()
+
+
+def test_exported_graphs_hold_no_op_picked_by_instruction_set(tiny_bundle):
+    manifest = read_manifest(tiny_bundle)
+    graphs = [tiny_bundle / name for name in manifest.files if name.endswith(".onnx")]
+    assert len(graphs) == 4
+    for graph in graphs:
+        ops = {node.op_type for node in onnx.load(graph, load_external_data=False).graph.node}
+        assert "Softmax" not in ops and {"Exp", "ReduceSum"} <= ops, graph.name
+        assert cpu_dependent_ops(graph) == []
+    assert manifest.data["graphs"]["softmax"] == "decomposed"
+    assert manifest.cpu_independent("fp32") and manifest.cpu_independent("int8")
+
+
+def test_a_worker_is_warned_about_a_bundle_whose_outputs_depend_on_the_cpu(tiny_bundle, tmp_path):
+    assert check_bundle(Settings(bundle=str(tiny_bundle), precision="int8")) == []
+    older = tmp_path / "older"
+    shutil.copytree(tiny_bundle, older)
+    data = json.loads((older / MANIFEST).read_text())
+    del data["graphs"]["softmax"]  # as exported before 2026-12-02
+    (older / MANIFEST).write_text(json.dumps(data))
+    for precision in ("int8", "fp32"):
+        (warning,) = check_bundle(Settings(bundle=str(older), precision=precision), hashes=False)
+        assert str(older) in warning and "AVX-512" in warning and "export it again" in warning
+
+
+def _has_avx512() -> bool:
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.is_file() and " avx512f" in cpuinfo.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="needs qemu-user (apt-get install qemu-user)")
+@pytest.mark.skipif(
+    not _has_avx512(), reason="needs an AVX-512 host to compare with an emulated AVX2-only CPU"
+)
+def test_the_demo_bundle_gives_the_same_bits_on_an_avx2_only_cpu(tmp_path):
+    assert read_manifest(default_bundle_dir()).cpu_independent("int8")
+    native, emulated = tmp_path / "native.npz", tmp_path / "emulated.npz"
+    subprocess.run([sys.executable, PROBE, native], check=True, cwd=ROOT, timeout=300)
+    subprocess.run(
+        ["qemu-x86_64", "-cpu", AVX2_ONLY_CPU, sys.executable, PROBE, emulated],
+        check=True,
+        cwd=ROOT,
+        timeout=600,
+        stderr=subprocess.DEVNULL,  # qemu's warnings about CPU features TCG lacks
+    )
+    here, there = np.load(native), np.load(emulated)
+    # the control: ONNX Runtime's own Softmax did run another kernel there
+    assert not np.array_equal(here["softmax"], there["softmax"])
+    assert sorted(here.files) == sorted(there.files) and len(here.files) == 25
+    for name in here.files:
+        if name != "softmax":
+            assert np.array_equal(here[name], there[name]), name
