@@ -135,7 +135,9 @@ def translate_command(
         _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
         return
     try:
-        tasks = plan_files(inputs, out and Path(out), out_is_dir=bool(out) and out.endswith(("/", os.sep)))
+        tasks = plan_files(
+            inputs, Path(out) if out else None, out_is_dir=bool(out) and out.endswith(("/", os.sep))
+        )
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
     report = RunReport()

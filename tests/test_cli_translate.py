@@ -174,6 +174,14 @@ def test_out_ending_in_a_slash_is_a_directory_even_before_it_exists(tmp_path, ti
         assert written.is_file()
 
 
+def test_an_empty_out_writes_next_to_the_input_as_no_out_does(tmp_path, tiny_bundle):
+    source = tmp_path / "one.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["translate", str(source), "-o", "", "--model", str(tiny_bundle)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "one.zh.txt").is_file()
+
+
 @pytest.fixture(scope="module")
 def precisions_apart(tiny_bundle, tmp_path_factory) -> Path:
     """A copy of the tiny bundle whose fp32 decoder favours 好 (the random model's int8 and
