@@ -1,14 +1,15 @@
 """Translating one chunk of a job: memory lookups, translation, writes, dead letters.
 
 A chunk is a list of (slot, sentence) pairs. Its first delivery translates the sentences
-as one batch. A redelivered chunk (its worker died or Redis went away) translates one
-sentence at a time and writes each result at once, so a sentence that kills its process
-is always the first unwritten one. Past the delivery cap that sentence is moved to the
-job's dead letters and the rest of the chunk goes on. The cap is at least 2
-(`store.defaults.MIN_MAX_DELIVERIES`), so the delivery whose death reached it ran one
-sentence at a time: the sentence blamed is the one it was translating alone, never an
-innocent one of a batch that died. A sentence whose translation raises is dead-lettered at
-once: the model is deterministic, so a retry would raise again.
+as one batch. A chunk run again after a strike (`store.leases`: a run of it died mid-chunk
+or raised) translates one sentence at a time and writes each result at once, so a sentence
+that kills its process is always the first unwritten one. Past the delivery cap that
+sentence is moved to the job's dead letters and the rest of the chunk goes on. The cap is at
+least 2 (`store.defaults.MIN_MAX_DELIVERIES`), so the delivery whose death reached it ran
+one sentence at a time: the sentence blamed is the one it was translating alone, never an
+innocent one of a batch that died. A chunk sent back because Redis went away counts no
+strike, so its next run is a batch again. A sentence whose translation raises is
+dead-lettered at once: the model is deterministic, so a retry would raise again.
 """
 
 from __future__ import annotations
