@@ -178,7 +178,9 @@ CHUNKS_READ_AT_ONCE = 1000
 #: Errors kept per job (the newest).
 ERRORS_KEPT = 100
 
-#: Dead letters of chunks that belong to no known job (expired or cancelled), newest kept.
+#: Records of chunk messages set aside, the newest kept: chunks of no known job (expired, or
+#: never created) and refused messages (`worker.messages`). A cancelled job's chunks are
+#: skipped without one.
 ORPHANS_KEPT = 1000
 
 #: Characters of a refusal that an orphan record's reason keeps (the newest `ORPHANS_KEPT`

@@ -458,7 +458,7 @@ class JobStore:
         pipe.execute()
 
     def add_orphan(self, record: dict[str, object]) -> None:
-        """Dead-letter a chunk that belongs to no known job."""
+        """Record a chunk message set aside: its job is unknown, or the message was refused."""
         pipe = self.client.pipeline()
         pipe.lpush(ORPHANS_KEY, json.dumps(record, ensure_ascii=False))
         pipe.ltrim(ORPHANS_KEY, 0, defaults.ORPHANS_KEPT - 1)
@@ -642,7 +642,7 @@ class JobStore:
         ]
 
     def orphans(self) -> Iterator[dict[str, object]]:
-        """Dead letters of chunks that belonged to no known job, newest first (entries that
+        """The records of chunk messages set aside (`add_orphan`), newest first (entries that
         are not JSON objects left out: this list is only ever read to show and count)."""
         for raw in self.client.lrange(ORPHANS_KEY, 0, -1):
             with contextlib.suppress(ValueError):
