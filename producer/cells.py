@@ -1,8 +1,9 @@
 """Encoded values inside a document: a JSON string, or a CSV/TSV cell (RFC 4180 quoting).
 
-``Encoded`` layout parts (``producer.layout``) name one of ``CODECS``; a value whose
-translation changed is written back with ``encode``, and a stored layout gets its decoded
-value back with ``decode``.
+``Encoded`` layout parts (``producer.layout``) name their codec: "json" (a JSON string) or
+a delimited-table format of ``defaults.DELIMITERS`` (a cell); a value whose translation
+changed is written back with ``encode``, and a stored layout gets its decoded value back
+with ``decode``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,6 @@ from __future__ import annotations
 import json
 
 from producer import defaults
-
-#: The codecs of encoded values: "json" (a JSON string) and one per delimited-table format.
-CODECS = ("json", *defaults.DELIMITERS)
 
 
 def decode(codec: str, raw: str) -> str:
