@@ -35,8 +35,8 @@ def worker_command(
 
     Like `celery -A worker worker --without-mingle --without-gossip`; configure it with
     TRANSQUEUE_* variables
-    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes the
-    chunk queue (TRANSQUEUE_QUEUE).
+    (TRANSQUEUE_REDIS_URL, TRANSQUEUE_BUNDLE, TRANSQUEUE_THREADS, ...). It consumes its
+    model's chunk queue (TRANSQUEUE_QUEUE.<model key>).
     """
     from models.bundle import BundleError
     from worker.malloc import tune_malloc
