@@ -611,7 +611,8 @@ class JobStore:
         return bool(self.client.set(JobKeys(job_id).resent, "1", nx=True, px=int(seconds * 1000)))
 
     def announce(self, worker: str, queue: str, ttl: float) -> None:
-        """Say for `ttl` seconds that `worker` (host:pid) is alive and consumes `queue`."""
+        """Say for `ttl` seconds that `worker` (host:pid:life, `store.leases.current_worker`) is
+        alive and consumes `queue`."""
         self.client.set(f"{WORKER_PREFIX}{worker}", queue, px=int(ttl * 1000))
 
     def serving(self, queue: str) -> int:

@@ -29,7 +29,7 @@ from store.defaults import KEY_PREFIX, QUOTED_CHARS
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 JOBS_KEY = f"{KEY_PREFIX}:jobs"
-#: Prefix of the presence keys of live workers: ``tq:worker:<host:pid>`` -> the queue it consumes.
+#: Prefix of the presence keys of live workers: ``tq:worker:<host:pid:life>`` -> the queue it consumes.
 WORKER_PREFIX = f"{KEY_PREFIX}:worker:"
 RUNNING_KEY = f"{KEY_PREFIX}:running"
 STATS_KEY = f"{KEY_PREFIX}:stats"

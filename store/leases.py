@@ -96,7 +96,7 @@ class LeaseStore:
         self._claim = client.register_script(scripts.CLAIM_LOST)
 
     def start(self, job_id: str, chunk: int, items: list[tuple[int, str]], worker: str, queue: str) -> Run:
-        """Start a run of a chunk by `worker` (host:pid), which took it from `queue`, taking
+        """Start a run of a chunk by `worker` (`current_worker`), which took it from `queue`, taking
         its lease."""
         keys, token = JobKeys(job_id), uuid.uuid4().hex
         entry = json.dumps(
