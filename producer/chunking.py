@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from models.bundle import BundleError, default_bundle_dir, read_manifest
+from models.bundle import default_bundle_dir, read_manifest
 from producer import defaults
 from store.config import Settings
 
@@ -33,7 +33,7 @@ def source_lengths(settings: Settings) -> Lengths:
     try:
         manifest = read_manifest(settings.bundle_dir or default_bundle_dir())
         tokenizer = Tokenizer.from_file(str(manifest.tokenizer_file("source")))
-    except (BundleError, OSError, ValueError, KeyError):
+    except Exception:  # BundleError, or the bare Exception of tokenizers: a missing or malformed file
         return character_lengths
 
     def token_lengths(sentences: Sequence[str]) -> list[int]:

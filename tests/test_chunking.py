@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
+
+from models.bundle import default_bundle_dir, read_manifest
 from producer import chunking
 from store.config import Settings
 
@@ -38,3 +43,16 @@ def test_lengths_come_from_the_bundle_tokenizer_or_else_characters(tmp_path):
     tokens = chunking.source_lengths(Settings())(sentences)  # the demo bundle's source.spm
     assert tokens[0] < tokens[1] < len(sentences[1])
     assert chunking.source_lengths(Settings(bundle=str(tmp_path)))(sentences) == [len(s) for s in sentences]
+
+
+@pytest.mark.parametrize("tokenizer", [None, "not JSON"])
+def test_a_bundle_whose_tokenizer_file_is_missing_or_malformed_counts_characters(tmp_path, tokenizer):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(default_bundle_dir(), bundle)
+    source = read_manifest(bundle).tokenizer_file("source")
+    if tokenizer is None:
+        source.unlink()
+    else:
+        source.write_text(tokenizer, encoding="utf-8")
+    sentences = ["Hello.", "Where is the railway station, please?"]
+    assert chunking.source_lengths(Settings(bundle=str(bundle)))(sentences) == [len(s) for s in sentences]
