@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -103,11 +104,10 @@ class Settings:
             value = getattr(self, name)
             if not (math.isfinite(value) and low <= value <= high):
                 raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be {low} to {high}")
-        scheme = self.redis_url.partition("://")[0]
-        if scheme not in ("redis", "rediss") or "://" not in self.redis_url:  # Celery's broker too
+        if not _redis_url_ok(self.redis_url):
             raise ConfigError(
                 f"{defaults.ENV_PREFIX}REDIS_URL={redacted(self.redis_url)!r}: expected "
-                "redis://HOST:PORT/DB (or rediss:// for TLS)"
+                "redis://HOST:PORT/DB (or rediss:// for TLS), PORT 1 to 65535 and DB a number"
             )
         for spec in filter(None, self.test_poison.split(",")):
             mode, _, text = spec.partition(":")
@@ -130,6 +130,24 @@ def redacted(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _redis_url_ok(url: str) -> bool:
+    """Whether `url` is a redis:// or rediss:// URL (Celery's broker takes no other) whose
+    port, if any, is 1 to 65535 and whose path, if any, is a database number: redis-py
+    would fail on another port with a traceback, and silently use database 0 for a path
+    that is not a number."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port  # ValueError: not a number, or over 65535
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("redis", "rediss")
+        and url.startswith(f"{parts.scheme}://")
+        and port != 0
+        and re.fullmatch(r"[0-9]*", parts.path.lstrip("/")) is not None
+    )
 
 
 @functools.cache
