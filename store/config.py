@@ -80,11 +80,7 @@ class Settings:
             "concurrency",
             "chunk_size",
             "max_batch",
-            "visibility_timeout",
-            "lease_ttl",
-            "restore_interval",
-            "result_ttl",
-            "tm_ttl",
+            "max_memory_per_child",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
@@ -95,7 +91,9 @@ class Settings:
                 f"{defaults.MIN_MAX_DELIVERIES} (a chunk's first delivery is one batch, whose death "
                 "does not say which sentence killed it)"
             )
+        durations = ("visibility_timeout", "lease_ttl", "restore_interval", "result_ttl", "tm_ttl")
         for name, low, high in (
+            *((name, 1, defaults.MAX_DURATION_S) for name in durations),
             ("poll_interval", 0.01, 3600.0),
             ("client_patience", 0.0, 86400.0),
             ("inbox_lock_timeout", 1, 7 * 86400),

@@ -111,6 +111,10 @@ RESULT_TTL = 7 * 24 * 3600
 #: TRANSQUEUE_TM_TTL: seconds a translation-memory entry is kept after it was last written.
 TM_TTL = 30 * 24 * 3600
 
+#: The longest duration any TRANSQUEUE_* setting in seconds may give (ten years): Redis refuses
+#: an expiry that overflows its milliseconds, and a lease that long never runs out.
+MAX_DURATION_S = 10 * 366 * 24 * 3600
+
 #: TRANSQUEUE_MAX_MEMORY_PER_CHILD: KiB of resident memory after which a prefork child is
 #: replaced once its current task ends (keeps each process under a 512 MB container limit).
 MAX_MEMORY_PER_CHILD = 450_000
