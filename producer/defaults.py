@@ -10,10 +10,12 @@ import math
 import os
 
 
-def _env_number(name: str, default: int | float, least: int | float) -> int | float:
-    """The number in environment variable `name` (of `default`'s type, at least `least`),
-    or `default` when it is unset or empty. A bad value stops the process with one line
-    naming the variable: these are read at import, before any command can report it."""
+def _env_number(
+    name: str, default: int | float, least: int | float, most: int | float = math.inf
+) -> int | float:
+    """The number in environment variable `name` (of `default`'s type, from `least` to
+    `most`), or `default` when it is unset or empty. A bad value stops the process with one
+    line naming the variable: these are read at import, before any command can report it."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -21,9 +23,10 @@ def _env_number(name: str, default: int | float, least: int | float) -> int | fl
         value = type(default)(raw)
     except ValueError:
         value = None
-    if value is None or not math.isfinite(value) or value < least:
+    if value is None or not math.isfinite(value) or not least <= value <= most:
         kind = "a whole number" if isinstance(default, int) else "a number"
-        raise SystemExit(f"Error: {name}={raw!r}: expected {kind}, at least {least}")
+        bounds = f"at least {least}" if math.isinf(most) else f"{least} to {most}"
+        raise SystemExit(f"Error: {name}={raw!r}: expected {kind}, {bounds}")
     return value
 
 
@@ -33,8 +36,9 @@ def _env_number(name: str, default: int | float, least: int | float) -> int | fl
 PARAGRAPH_MAX_CHARS = 2000
 
 #: Seconds one pysbd call may run before it is abandoned (its process is killed) and the
-#: paragraph is split by the fallback splitter instead. Normal paragraphs take milliseconds.
-PYSBD_TIMEOUT_S = _env_number("TRANSQUEUE_PYSBD_TIMEOUT", 5.0, 0.1)
+#: paragraph is split by the fallback splitter instead. Normal paragraphs take milliseconds;
+#: at most an hour (the wait for its answer cannot be longer than the system's time_t).
+PYSBD_TIMEOUT_S = _env_number("TRANSQUEUE_PYSBD_TIMEOUT", 5.0, 0.1, 3600.0)
 
 #: Seconds allowed for starting the pysbd helper process (interpreter start + import).
 PYSBD_STARTUP_TIMEOUT_S = 120.0

@@ -106,6 +106,7 @@ def test_every_setting_is_in_the_readme_settings_table():
         ("TRANSQUEUE_MAX_BLOCK_BYTES", "0"),
         ("TRANSQUEUE_PYSBD_TIMEOUT", "abc"),
         ("TRANSQUEUE_PYSBD_TIMEOUT", "-1"),
+        ("TRANSQUEUE_PYSBD_TIMEOUT", "1e30"),  # was a traceback from select() at the first paragraph
     ],
 )
 def test_a_bad_input_limit_stops_every_command_with_one_line(name, value):
