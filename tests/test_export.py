@@ -361,6 +361,40 @@ def test_checkpoints_that_would_not_decode_as_generate_are_refused_up_front(
     assert not (tmp_path / "bundle.partial").exists()
 
 
+@pytest.mark.parametrize(
+    ("file_name", "content", "message"),
+    [
+        ("config.json", b"{not json", "config.json cannot be read as JSON"),
+        ("config.json", b'{"model_type": "bart"}', "model_type 'bart', not 'marian'"),
+        ("generation_config.json", b"[1, 2", "generation_config.json cannot be read as JSON"),
+        ("vocab.json", b"[]", r"vocab.json is not Marian's vocabulary \(an object of piece → id\)"),
+        ("source.spm", b"xx", r"source.spm is not a SentencePiece model \(it has no <unk> piece\)"),
+        ("target.spm", b"\xff\xff\xff", "target.spm is not a SentencePiece model"),
+    ],
+)
+def test_a_checkpoint_file_that_cannot_be_read_is_named_before_any_work(
+    tiny_marian_dir, tmp_path, file_name, content, message
+):
+    """Each was a traceback from transformers or the tokenizer conversion (a broken
+    source.spm after the whole ONNX export), or, for generation_config.json, skipped."""
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, "config.json")
+    (checkpoint / file_name).write_bytes(content)
+    with pytest.raises(SourceError, match=message):
+        resolve(str(checkpoint))
+
+
+def test_weights_transformers_cannot_load_are_one_error_naming_the_checkpoint(tiny_marian_dir, tmp_path):
+    checkpoint = _edited_copy(tiny_marian_dir, tmp_path, "config.json")
+    (checkpoint / "model.safetensors").write_bytes(b"garbage" * 10)
+    result = CliRunner().invoke(main, ["export", str(checkpoint), "--out", str(tmp_path / "bundle")])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"Error: {checkpoint}: transformers cannot load this checkpoint "
+        "(SafetensorError: Error while deserializing header: header too large)"
+    ]
+    assert not (tmp_path / "bundle.partial").exists()
+
+
 def test_a_source_spm_that_cannot_be_converted_exactly_is_refused_up_front(tiny_marian_dir, tmp_path):
     from sentencepiece import sentencepiece_model_pb2 as spm_model
 

@@ -20,7 +20,7 @@ import onnx
 from onnx import numpy_helper
 
 from models.builder import defaults
-from models.builder.hub import Checkpoint, resolve
+from models.builder.hub import Checkpoint, load_model, resolve
 from models.builder.onnx_graphs import OPSET, export_decoder, export_encoder
 from models.builder.portable import cpu_dependent_ops, decompose_softmax
 from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
@@ -215,9 +215,6 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     """Export, quantize, validate and write the bundle for `checkpoint` into `out`
     (`check_out`: ExportError if `out` holds anything but a bundle to replace; ExportError
     too, before any work, if its source.spm cannot be converted exactly)."""
-    import torch
-    from transformers import MarianMTModel
-
     check_out(out, options.replace)
     refusals = problems(checkpoint.directory / "source.spm")
     if refusals:
@@ -225,9 +222,7 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
             f"{checkpoint.directory}: source.spm cannot be converted exactly: {'; '.join(refusals)}"
         )
 
-    model = MarianMTModel.from_pretrained(
-        checkpoint.directory, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    model = load_model(checkpoint.directory)
     check_supported(model.config, model.generation_config, checkpoint.directory)
     staging = out.with_name(out.name + ".partial")
     if staging.exists():

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from models.builder import defaults
+from models.builder.hub import load_model
 from models.bundle import read_manifest
 
 REGRESSION_SET = Path(__file__).resolve().parents[1] / "regression" / "sentences.txt"
@@ -245,7 +246,7 @@ def check_tokenizer(codec, tokenizer, sentences: Sequence[str], vocab_size: int)
 def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dict:
     """Run every check of `bundle_dir` against the checkpoint in `model_dir`; return the report."""
     import torch
-    from transformers import MarianMTModel, MarianTokenizer
+    from transformers import MarianTokenizer
 
     from models.translator import BatchOptions, Translator
 
@@ -258,7 +259,7 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
         )
 
     torch.manual_seed(0)
-    model = MarianMTModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    model = load_model(model_dir)
     tokenizer = MarianTokenizer.from_pretrained(model_dir)
     sentences = regression_sentences()
     fp32 = Translator(bundle_dir, precision="fp32", threads=1, batching=batches, warmup=False)
