@@ -47,27 +47,45 @@ def _validate_options(
     )
 
 
+def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A threshold as given; `nan`, which every comparison passes, is refused."""
+    if value != value:
+        raise click.BadParameter("nan is not a threshold", ctx=ctx, param=param)
+    return value
+
+
+def _corpus(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The corpus as given ('none', or unset for the default when present); a file named
+    that is not there is refused, never skipped."""
+    if value not in (None, "none") and not Path(value).is_file():
+        raise click.BadParameter(f"{value}: no such file ('none' skips the corpus)", ctx=ctx, param=param)
+    return value
+
+
 def validation_flags(function: F) -> F:
     """Attach the validation threshold options shared by export and validate."""
     for option in reversed(
         [
             click.option(
                 "--fp32-max-diff",
-                type=float,
+                type=click.FloatRange(min=0),
+                callback=_not_nan,
                 default=defaults.FP32_MAX_DIFF,
                 show_default=True,
                 help="Fail if an fp32 logit differs from PyTorch by more.",
             ),
             click.option(
                 "--int8-min-exact",
-                type=float,
+                type=click.FloatRange(0, 1),
+                callback=_not_nan,
                 default=defaults.INT8_MIN_EXACT,
                 show_default=True,
                 help="Fail if fewer int8 outputs equal fp32 ones (0..1).",
             ),
             click.option(
                 "--int8-min-agreement",
-                type=float,
+                type=click.FloatRange(0, 1),
+                callback=_not_nan,
                 default=defaults.INT8_MIN_AGREEMENT,
                 show_default=True,
                 help="Fail if int8/fp32 token agreement is lower (0..1).",
@@ -75,6 +93,7 @@ def validation_flags(function: F) -> F:
             click.option(
                 "--parity-corpus",
                 default=None,
+                callback=_corpus,
                 help="Tab-separated corpus whose first column is used for tokenizer "
                 "parity; 'none' to skip. Default: ../shared/data/en-zh/cmn_hans.txt "
                 "when present.",

@@ -180,6 +180,25 @@ def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
     assert "validation passed" in result.output
 
 
+@pytest.mark.parametrize("command", ["export", "validate"])
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--parity-corpus", "missing.tsv", "missing.tsv: no such file ('none' skips the corpus)"),
+        ("--fp32-max-diff", "nan", "nan is not a threshold"),
+        ("--fp32-max-diff", "-1", "-1.0 is not in the range x>=0."),
+        ("--int8-min-exact", "nan", "nan is not a threshold"),
+        ("--int8-min-agreement", "1.5", "1.5 is not in the range 0<=x<=1."),
+    ],
+)
+def test_a_validation_flag_that_would_check_nothing_is_a_usage_error(tmp_path, command, flag, value, message):
+    """A missing corpus was skipped and nan passed every check: validation passed."""
+    args = ["x", "--out", str(tmp_path / "y")] if command == "export" else [str(tmp_path), "--reference", "x"]
+    result = CliRunner().invoke(main, [command, *args, flag, value])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == f"Error: Invalid value for '{flag}': {message}"
+
+
 def test_a_bundle_that_fails_validation_replaces_nothing_and_is_left_in_partial(
     tiny_marian_dir, tiny_bundle, tmp_path
 ):
