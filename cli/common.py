@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 import click
 
-from producer import defaults as producer_defaults
 from store.config import ConfigError, Settings, redacted
 
 if TYPE_CHECKING:
@@ -195,15 +194,19 @@ def duration(seconds: float | None) -> str:
 
 
 def _protect_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    """TRANSQUEUE_PROTECT's patterns then ``--protect``'s, each checked to be a usable regex."""
-    from producer.protect import ProtectError, compile_patterns
+    """TRANSQUEUE_PROTECT's patterns then ``--protect``'s, each checked to be a usable regex
+    (a bad variable is an error naming it, a bad option a usage error)."""
+    from producer.protect import ProtectError, compile_patterns, env_patterns
 
-    patterns = (*producer_defaults.PROTECT_PATTERNS, *value)
     try:
-        compile_patterns(patterns)
+        patterns = env_patterns()
+    except ProtectError as error:
+        raise click.ClickException(str(error)) from None
+    try:
+        compile_patterns(value)
     except ProtectError as error:
         raise click.BadParameter(str(error), ctx, param) from None
-    return patterns
+    return (*patterns, *value)
 
 
 def protect_option(command: F) -> F:

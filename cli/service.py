@@ -103,6 +103,7 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
     the inbox and outbox directories of TRANSQUEUE_SCHEDULE, the translation workers do not.
     Extra arguments go to Celery (for example `--schedule FILE` for beat's state file).
     """
+    from producer.protect import ProtectError, env_patterns
     from producer.schedule import ScheduleError
     from producer.scheduler import app, schedule_of
 
@@ -110,7 +111,8 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
     if settings.schedule:  # read here first, so that a bad file is one line, not a traceback
         try:
             schedule_of(settings.schedule)
-        except ScheduleError as error:
+            env_patterns()  # else every scanned file would be listed as invalid, run after run
+        except (ScheduleError, ProtectError) as error:
             raise click.ClickException(str(error)) from None
     refuse_bad_credentials(settings)
     run_celery_worker(

@@ -58,19 +58,27 @@ class ProtectError(ValueError):
 
 
 @functools.lru_cache(maxsize=32)
-def compile_patterns(extra: tuple[str, ...] = ()) -> tuple[re.Pattern[str], ...]:
+def compile_patterns(extra: tuple[str, ...] = (), source: str = "--protect") -> tuple[re.Pattern[str], ...]:
     """The user patterns ``extra`` and the built-in ones, compiled; ProtectError names a
-    user pattern that is not a regular expression or that matches empty text."""
+    user pattern that is not a regular expression or that matches empty text, and where
+    it came from (`source`)."""
     compiled = []
     for pattern in extra:
         try:
             user = re.compile(pattern)
         except re.error as error:
-            raise ProtectError(f"--protect {pattern!r}: not a regular expression ({error})") from None
+            raise ProtectError(f"{source} {pattern!r}: not a regular expression ({error})") from None
         if user.fullmatch(""):
-            raise ProtectError(f"--protect {pattern!r}: matches empty text")
+            raise ProtectError(f"{source} {pattern!r}: matches empty text")
         compiled.append(user)
     return (*compiled, *_BUILT_IN)
+
+
+def env_patterns() -> tuple[str, ...]:
+    """TRANSQUEUE_PROTECT's patterns; ProtectError naming the variable for one that cannot
+    be used (checked where a command starts, so that no file is read with it)."""
+    compile_patterns(defaults.PROTECT_PATTERNS, source="TRANSQUEUE_PROTECT")
+    return defaults.PROTECT_PATTERNS
 
 
 def protected_spans(text: str, extra: tuple[str, ...] = ()) -> list[Span]:

@@ -197,6 +197,30 @@ def test_protect_option_keeps_what_the_user_names(tiny_bundle, tmp_path, monkeyp
     assert " OPS-1234 " in output and " 7f3a9c " in output
 
 
+@pytest.mark.parametrize("command", ["translate", "scheduler"])
+def test_a_bad_transqueue_protect_is_one_line_naming_the_variable(command, tmp_path, monkeypatch):
+    """It said `--protect` (a usage error for translate), and the scheduler started and
+    listed every file of its inbox as invalid, run after run."""
+    import cli.service
+
+    (tmp_path / "in.txt").write_text("Hello.\n")
+    (tmp_path / "schedule.json").write_text(
+        json.dumps(
+            {"inbox": [{"name": "a", "inbox": str(tmp_path), "outbox": str(tmp_path / "o"), "schedule": 60}]}
+        )
+    )
+    monkeypatch.setenv("TRANSQUEUE_SCHEDULE", str(tmp_path / "schedule.json"))
+    monkeypatch.setattr(defaults, "PROTECT_PATTERNS", ("(unclosed",))  # TRANSQUEUE_PROTECT
+    monkeypatch.setattr(cli.service, "run_celery_worker", lambda *args: pytest.fail("the scheduler started"))
+    args = [str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")] if command == "translate" else []
+    result = CliRunner().invoke(main, [command, *args])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: TRANSQUEUE_PROTECT '(unclosed': not a regular expression "
+        "(missing ), unterminated subpattern at position 0)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("fmt", "content", "options"),
     [
