@@ -236,9 +236,10 @@ def test_hub_id_offline_fails_with_local_directory_advice(monkeypatch, tmp_path)
         resolve("Helsinki-NLP/opus-mt-en-zh")
 
 
-def _fake_hub(monkeypatch, tmp_path, listing):
+def _fake_hub(monkeypatch, tmp_path, listing, checkpoint=None):
     """Stand-ins for the hub (unreachable here): `listing` is the repo's files, or an
-    exception to raise; the snapshot holds the allowed ones. Returns the patterns asked."""
+    exception to raise; the snapshot holds the allowed ones, copied from `checkpoint` where
+    it has them (a file `resolve` reads must be a real one). Returns the patterns asked."""
     import fnmatch
 
     import huggingface_hub
@@ -257,7 +258,8 @@ def _fake_hub(monkeypatch, tmp_path, listing):
         for name in held:
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in allow_patterns):
                 (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
-                (snapshot / name).write_text("x")
+                real = checkpoint / name if checkpoint is not None else None
+                (snapshot / name).write_bytes(real.read_bytes() if real and real.is_file() else b"x")
         return str(snapshot)
 
     monkeypatch.setattr(huggingface_hub, "list_repo_files", list_repo_files)
@@ -282,8 +284,10 @@ HUB_REPO = [
 @pytest.mark.parametrize(
     ("extra", "weights"), [(["model.safetensors"], "model.safetensors"), ([], "pytorch_model.bin")]
 )
-def test_hub_download_fetches_one_weights_file_and_no_subfolder(monkeypatch, tmp_path, extra, weights):
-    asked = _fake_hub(monkeypatch, tmp_path, HUB_REPO + extra)
+def test_hub_download_fetches_one_weights_file_and_no_subfolder(
+    monkeypatch, tmp_path, tiny_marian_dir, extra, weights
+):
+    asked = _fake_hub(monkeypatch, tmp_path, HUB_REPO + extra, tiny_marian_dir)
     checkpoint = resolve("Helsinki-NLP/opus-mt-en-zh", revision="main")
     fetched = sorted(
         p.relative_to(checkpoint.directory).as_posix() for p in checkpoint.directory.rglob("*.*")
