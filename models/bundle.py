@@ -73,7 +73,7 @@ class Manifest:
 
     def cpu_independent(self, precision: str) -> bool:
         """Whether the `precision` graphs give the same bits on every x86-64 CPU with AVX2,
-        with or without AVX-512 (README, "Same output on every worker"): their attention's
+        with or without AVX-512 (README, "Same output on every CPU"): their attention's
         softmax is decomposed into ops that ONNX Runtime does not pick by instruction set
         (bundles exported since 2026-12-02, `models.builder.portable`), and the int8 ones
         use the row scheme, whose integer products are exact on every CPU."""

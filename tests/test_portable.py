@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from models.builder.portable import cpu_dependent_ops, decompose_softmax
 from models.bundle import MANIFEST, default_bundle_dir, read_manifest
@@ -52,6 +52,93 @@ def test_a_decomposed_softmax_computes_softmax(tmp_path, axis):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(got.sum(axis=axis), 1.0, rtol=1e-6)
     assert not got[masked].any()
+
+
+def _graph(nodes, shape, opset=17, initializers=()) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18])
+def test_a_softmax_is_decomposed_in_the_graph_s_own_opset(tmp_path, opset):
+    path = tmp_path / "softmax.onnx"
+    onnx.save(_graph([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [2, 40, 3], opset), path)
+    rows = np.random.default_rng(2).standard_normal([2, 40, 3]).astype(np.float32) * 8
+    expected = _run(path, {"x": rows})
+
+    assert decompose_softmax(path) == 1
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    np.testing.assert_allclose(_run(path, {"x": rows}), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_an_older_opset_s_softmax_is_refused(tmp_path):
+    path = tmp_path / "softmax.onnx"
+    onnx.save(_graph([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [2, 3, 40], 11), path)
+    with pytest.raises(ValueError, match="opset 11"):
+        decompose_softmax(path)
+
+
+def test_decomposed_names_do_not_collide_with_the_graph_s(tmp_path):
+    nodes = [  # unnamed, and tensors already named as an unnamed one's maximum might be
+        helper.make_node("Softmax", ["x"], ["softmax0/max"]),
+        helper.make_node("Softmax", ["softmax0/max"], ["softmax/max"]),
+        helper.make_node("Softmax", ["softmax/max"], ["y"]),
+    ]
+    path = tmp_path / "softmax.onnx"
+    onnx.save(_graph(nodes, [2, 40]), path)
+    rows = np.random.default_rng(3).standard_normal([2, 40]).astype(np.float32)
+    expected = _run(path, {"x": rows})
+
+    assert decompose_softmax(path) == 3
+    np.testing.assert_allclose(_run(path, {"x": rows}), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_weights_stored_beside_a_graph_stay_there(tmp_path):
+    weights = numpy_helper.from_array(np.eye(40, dtype=np.float32) * 3, "w")
+    model = _graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Softmax", ["h"], ["y"])],
+        [2, 40],
+        initializers=[weights],
+    )
+    path = tmp_path / "softmax.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="softmax.data", size_threshold=0)
+    rows = np.random.default_rng(4).standard_normal([2, 40]).astype(np.float32)
+    expected = _run(path, {"x": rows})
+
+    assert decompose_softmax(path) == 1
+    stored = onnx.load(path, load_external_data=False).graph.initializer
+    assert next(t for t in stored if t.name == "w").data_location == TensorProto.EXTERNAL
+    np.testing.assert_allclose(_run(path, {"x": rows}), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_log_softmax_or_a_softmax_inside_a_subgraph_is_found(tmp_path):
+    branch = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["t"], name="inner")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 40])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 40])],
+    )
+    flag = numpy_helper.from_array(np.array(True), "flag")
+    nodes = [
+        helper.make_node("If", ["flag"], ["h"], then_branch=branch, else_branch=other),
+        helper.make_node("LogSoftmax", ["h"], ["y"], name="outer"),
+    ]
+    path = tmp_path / "graph.onnx"
+    onnx.save(_graph(nodes, [2, 40], initializers=[flag]), path)
+
+    assert sorted(cpu_dependent_ops(path)) == ["inner", "outer"]
 
 
 def test_exported_graphs_hold_no_op_picked_by_instruction_set(tiny_bundle):

@@ -9,7 +9,7 @@ last bits of an attention's weights (and then of the logits, and now and then a 
 token) depended on the CPU of the worker that ran a sentence. MatMulInteger is the same on
 both only because the row scheme keeps weights in [−64, 64] (`quantize_rows`).
 
-`decompose_softmax` rewrites each Softmax as ReduceMax, Sub, Exp, ReduceSum and Div, whose
+`decompose_softmax` rewrites each (top-level) Softmax as ReduceMax, Sub, Exp, ReduceSum and Div, whose
 ONNX Runtime CPU kernels are not chosen by instruction set. Export-time only.
 """
 
@@ -22,15 +22,35 @@ import onnx
 from onnx import helper, numpy_helper
 
 #: The op types of ONNX Runtime's CPU provider known to give other bits on other x86-64
-#: CPUs for the same inputs: no exported graph may hold one.
-CPU_DEPENDENT_OPS = frozenset({"Softmax"})
+#: CPUs for the same inputs: no exported graph may hold one. (LogSoftmax shares Softmax's
+#: kernels: it differs the same way, measured, though no exported graph holds one.)
+CPU_DEPENDENT_OPS = frozenset({"Softmax", "LogSoftmax"})
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
 def decompose_softmax(path: Path) -> int:
-    """Rewrite every Softmax of the graph at `path` (weights inside it) in place as
-    exp(x − max x) / Σ exp(x − max x) over the same axis; returns how many it rewrote."""
-    model = onnx.load(str(path))
+    """Rewrite every Softmax of the graph at `path` in place as exp(x − max x) / Σ exp(x − max x)
+    over the same axis; returns how many it rewrote. Weights stored beside the graph stay
+    there (a graph over 2 GB cannot be written inline). Opset 13 and later: ValueError for
+    an older one, whose Softmax flattens the axes from `axis` on."""
+    model = onnx.load(str(path), load_external_data=False)
     graph = model.graph
+    opset = _opset(model)
+    if opset < 13 and any(node.op_type == "Softmax" for node in graph.node):
+        raise ValueError(f"{path}: opset {opset}: Softmax is decomposed from opset 13 on")
+    taken = {name for node in graph.node for name in (node.name, *node.input, *node.output)}
+    taken |= {tensor.name for tensor in (*graph.initializer, *graph.input, *graph.output)}
+
+    def fresh(name: str) -> str:
+        unique, number = name, 1
+        while unique in taken:
+            unique, number = f"{name}_{number}", number + 1
+        taken.add(unique)
+        return unique
+
     nodes: list[onnx.NodeProto] = []
     rewritten = 0
     for node in graph.node:
@@ -39,15 +59,23 @@ def decompose_softmax(path: Path) -> int:
             continue
         axis = next((attribute.i for attribute in node.attribute if attribute.name == "axis"), -1)
         source, target = node.input[0], node.output[0]
-        name = node.name or f"softmax{rewritten}"
-        axes = f"{name}/axes"
+        name = node.name or "softmax"
+        axes, peak, shifted, exp, total = (
+            fresh(f"{name}/{part}") for part in ("axes", "max", "shifted", "exp", "sum")
+        )
         graph.initializer.append(numpy_helper.from_array(np.array([axis], dtype=np.int64), axes))
+        # ReduceMax takes its axes as an attribute up to opset 17, as an input from 18
+        reduce_max = (
+            helper.make_node("ReduceMax", [source], [peak], name=fresh(f"{name}/ReduceMax"), axes=[axis])
+            if opset < 18
+            else helper.make_node("ReduceMax", [source, axes], [peak], name=fresh(f"{name}/ReduceMax"))
+        )
         nodes += [
-            helper.make_node("ReduceMax", [source], [f"{name}/max"], name=f"{name}/ReduceMax", axes=[axis]),
-            helper.make_node("Sub", [source, f"{name}/max"], [f"{name}/shifted"], name=f"{name}/Sub"),
-            helper.make_node("Exp", [f"{name}/shifted"], [f"{name}/exp"], name=f"{name}/Exp"),
-            helper.make_node("ReduceSum", [f"{name}/exp", axes], [f"{name}/sum"], name=f"{name}/ReduceSum"),
-            helper.make_node("Div", [f"{name}/exp", f"{name}/sum"], [target], name=f"{name}/Div"),
+            reduce_max,
+            helper.make_node("Sub", [source, peak], [shifted], name=fresh(f"{name}/Sub")),
+            helper.make_node("Exp", [shifted], [exp], name=fresh(f"{name}/Exp")),
+            helper.make_node("ReduceSum", [exp, axes], [total], name=fresh(f"{name}/ReduceSum")),
+            helper.make_node("Div", [exp, total], [target], name=fresh(f"{name}/Div")),
         ]
         rewritten += 1
     del graph.node[:]
@@ -56,7 +84,18 @@ def decompose_softmax(path: Path) -> int:
     return rewritten
 
 
+def _nodes(graph: onnx.GraphProto):
+    """The nodes of `graph` and of its subgraphs (If, Loop, Scan bodies), depth first."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for subgraph in [*subgraphs, *attribute.graphs]:
+                yield from _nodes(subgraph)
+
+
 def cpu_dependent_ops(path: Path) -> list[str]:
-    """The names of the nodes of the graph at `path` whose op type is in `CPU_DEPENDENT_OPS`."""
+    """The names of the nodes of the graph at `path` (subgraphs included) whose op type is in
+    `CPU_DEPENDENT_OPS`."""
     graph = onnx.load(str(path), load_external_data=False).graph
-    return [node.name or node.op_type for node in graph.node if node.op_type in CPU_DEPENDENT_OPS]
+    return [node.name or node.op_type for node in _nodes(graph) if node.op_type in CPU_DEPENDENT_OPS]
