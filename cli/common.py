@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import click
 
 from store.config import ConfigError, Settings, redacted
+from store.defaults import ENV_PREFIX
 
 if TYPE_CHECKING:
     from store.jobstore import JobInfo, JobStore
@@ -146,20 +147,72 @@ def cli_store(watching: bool = False) -> JobStore:
     return JobStore.from_settings(settings, patience=settings.client_patience, on_wait=say_once)
 
 
+#: The variable naming the model bundle: the default of ``--model``, as for the workers.
+BUNDLE_VARIABLE = f"{ENV_PREFIX}BUNDLE"
+
+
 def model_key_of(model: str | None, settings: Settings) -> str:
     """The model key a job asks for: of the bundle directory `model` (at the settings'
-    precision), `model` itself if it is a key, else of the settings' bundle."""
-    from models.bundle import BundleError, read_manifest
+    precision), `model` itself if it is a key, else of the settings' bundle. A bundle that
+    cannot be read is a clean CLI error naming where it came from: --model, or else
+    TRANSQUEUE_BUNDLE (or the bundled demo model when that is unset)."""
+    from models.bundle import read_manifest
     from store.queues import model_key
 
-    try:
+    with bundle_named(model, settings):
         if model is None:
             return model_key(settings)
         if re.fullmatch(r"[0-9a-f]{12}", model):
             return model
         return read_manifest(model).model_key(settings.precision)
+
+
+@contextmanager
+def bundle_named(model: str | None, settings: Settings) -> Iterator[None]:
+    """Turn a BundleError in the block into a clean CLI error naming where the bundle came
+    from: --model when `model` was given, else TRANSQUEUE_BUNDLE (or the bundled demo model)."""
+    from models.bundle import BundleError
+
+    try:
+        yield
     except BundleError as error:
-        raise click.ClickException(f"--model: {error}") from None
+        raise click.ClickException(f"{_bundle_origin(model, settings)}: {error}") from None
+
+
+def _bundle_origin(model: str | None, settings: Settings) -> str:
+    """Where the bundle of a job came from, as an error message names it."""
+    if model is not None:
+        return "--model"
+    if settings.bundle:
+        return f"{BUNDLE_VARIABLE}={settings.bundle!r}"
+    return "the bundled demo model"
+
+
+class BundleDirectory(click.Path):
+    """An existing directory, for ``--model`` with TRANSQUEUE_BUNDLE as its default: a value
+    taken from the variable that is no directory is an error naming the variable (exit
+    status 1, as every bad TRANSQUEUE_* setting), not a usage error of an option the user
+    never passed."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path, exists=True, file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The directory `value` as a Path; click's usage error for a bad ``--model``, a
+        one-line error naming TRANSQUEUE_BUNDLE for a bad value of the variable."""
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as error:
+            if not _from_environment(ctx, param):
+                raise
+            raise click.ClickException(f"{BUNDLE_VARIABLE}={str(value)!r}: {error.message}") from None
+
+
+def _from_environment(ctx: click.Context | None, param: click.Parameter | None) -> bool:
+    """Whether `param`'s value in `ctx` was read from its environment variable."""
+    if ctx is None or param is None or param.name is None:
+        return False
+    return ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT
 
 
 def record_options(command: F) -> F:

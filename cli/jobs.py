@@ -12,6 +12,7 @@ import click
 from tqdm import tqdm
 
 from cli.common import (
+    bundle_named,
     cli_store,
     duration,
     job_info,
@@ -99,7 +100,9 @@ def submit_command(
     else:
         out = out.resolve()
     store = cli_store()
-    job = JobBuilder(store, options, model_key_of(model, store.settings))
+    key = model_key_of(model, store.settings)
+    with bundle_named(None, store.settings):  # the store's own model decides how sentences are chunked
+        job = JobBuilder(store, options, key)
     errors: list[str] = []
     try:
         if "-" in paths:

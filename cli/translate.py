@@ -11,6 +11,8 @@ import click
 from tqdm import tqdm
 
 from cli.common import (
+    BUNDLE_VARIABLE,
+    BundleDirectory,
     open_report,
     protect_option,
     record_options,
@@ -74,8 +76,8 @@ def load_translator(
 )
 @click.option(
     "--model",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    envvar="TRANSQUEUE_BUNDLE",
+    type=BundleDirectory(),
+    envvar=BUNDLE_VARIABLE,
     help="Model bundle directory [TRANSQUEUE_BUNDLE, as the workers; default: the bundled demo model].",
 )
 @click.option(

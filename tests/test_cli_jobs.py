@@ -306,6 +306,19 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
     assert bad.exit_code == 1 and "--model: " in bad.output and "not a transqueue model bundle" in bad.output
 
 
+def test_a_bad_transqueue_bundle_is_named_by_submit_not_model(tmp_path):
+    source = tmp_path / "a.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    env = {"TRANSQUEUE_REDIS_URL": "redis://localhost:1/0", "TRANSQUEUE_BUNDLE": str(tmp_path)}
+    args = ["submit", str(source), "--out", str(tmp_path / "out")]
+    bad = CliRunner().invoke(main, args, env=env)  # fails before Redis is reached
+    assert bad.exit_code == 1 and "Error: --model" not in bad.output
+    assert bad.output.startswith(f"Error: TRANSQUEUE_BUNDLE={str(tmp_path)!r}: ")
+    assert "not a transqueue model bundle" in bad.output and len(bad.output.splitlines()) == 1
+    keyed = CliRunner().invoke(main, [*args, "--model", "0123456789ab"], env=env)  # chunks by its own model
+    assert keyed.exit_code == 1 and keyed.output == bad.output
+
+
 def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path):
     redis_server.client().flushdb()
     store = JobStore.from_settings(Settings(redis_url=redis_server.url))

@@ -285,11 +285,17 @@ def test_cli_subprocess_file_and_stdin(inputs, tiny_bundle, translator):
     assert [json.loads(line)["id"] for line in streamed.stdout.decode().splitlines()] == [1, 2, 3]
 
 
-def test_the_model_comes_from_transqueue_bundle_as_for_workers():
-    result = CliRunner().invoke(
-        main, ["translate", "-"], input="Hello.\n", env={"TRANSQUEUE_BUNDLE": "/no/such/bundle"}
+def test_the_model_comes_from_transqueue_bundle_as_for_workers(tmp_path):
+    env = {"TRANSQUEUE_BUNDLE": "/no/such/bundle"}
+    result = CliRunner().invoke(main, ["translate", "-"], input="Hello.\n", env=env)
+    assert result.exit_code == 1 and "--model" not in result.output
+    assert (
+        result.output
+        == "Error: TRANSQUEUE_BUNDLE='/no/such/bundle': Directory '/no/such/bundle' does not exist.\n"
     )
-    assert result.exit_code == 2 and "'/no/such/bundle' does not exist" in result.output
+    passed = CliRunner().invoke(main, ["translate", "--model", str(tmp_path / "none"), "-"], env=env)
+    assert passed.exit_code == 2 and "Invalid value for '--model'" in passed.output
+    assert "TRANSQUEUE_BUNDLE" not in passed.output
 
 
 def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny_bundle):
