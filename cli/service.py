@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.option(
     "-c",
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, defaults.MAX_CONCURRENCY),
     help=f"Processes or threads [TRANSQUEUE_CONCURRENCY, default {defaults.CONCURRENCY}].",
 )
 @click.option("--loglevel", default="info", show_default=True)

@@ -32,6 +32,7 @@ from producer.pipeline import (
     translate_stream,
 )
 from producer.quality import FlagLog
+from store.defaults import MAX_THREADS
 
 GET_A_MODEL = (
     "no model given and the bundled demo model is absent ({path}). Export one with\n"
@@ -94,7 +95,7 @@ def load_translator(
 @click.option("--force", is_flag=True, help="Overwrite outputs that already exist.")
 @click.option(
     "--threads",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_THREADS),
     help="Cores to use (default: the CPU budget): batches decoded side by side; for - (stdin), "
     "ONNX Runtime threads on one line at a time.",
 )

@@ -75,16 +75,9 @@ class Settings:
         """Raise ConfigError for values outside their allowed range."""
         _one_of("POOL", self.pool, POOLS)
         _one_of("PRECISION", self.precision, PRECISIONS)
-        for name in (
-            "threads",
-            "concurrency",
-            "chunk_size",
-            "max_batch",
-            "max_memory_per_child",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
-                raise ConfigError(f"{defaults.ENV_PREFIX}{name.upper()}={value!r}: must be at least 1")
+        value = self.max_memory_per_child
+        if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
+            raise ConfigError(f"{defaults.ENV_PREFIX}MAX_MEMORY_PER_CHILD={value!r}: must be at least 1")
         if self.max_deliveries < defaults.MIN_MAX_DELIVERIES:
             raise ConfigError(
                 f"{defaults.ENV_PREFIX}MAX_DELIVERIES={self.max_deliveries!r}: must be at least "
@@ -93,6 +86,11 @@ class Settings:
             )
         durations = ("visibility_timeout", "lease_ttl", "restore_interval", "result_ttl", "tm_ttl")
         for name, low, high in (
+            ("threads", 1, defaults.MAX_THREADS),
+            ("concurrency", 1, defaults.MAX_CONCURRENCY),
+            ("chunk_size", 1, defaults.MAX_CHUNK_SIZE),
+            ("max_batch", 1, defaults.MAX_MAX_BATCH),
+            ("max_deliveries", defaults.MIN_MAX_DELIVERIES, defaults.MAX_MAX_DELIVERIES),
             *((name, 1, defaults.MAX_DURATION_S) for name in durations),
             ("poll_interval", 0.01, 3600.0),
             ("client_patience", 0.0, 86400.0),

@@ -24,6 +24,11 @@ PRECISION = "int8"
 #: always set explicitly: a worker owning 2 cores runs the solo pool with 2 threads.
 THREADS = 2
 
+#: The most TRANSQUEUE_THREADS (and `transqueue translate --threads`) allowed: far above any
+#: machine's cores, and each thread holds its own batch in memory, so a larger number is a
+#: typo that would only exhaust memory or the system's threads.
+MAX_THREADS = 1024
+
 #: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
 #: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
 #: as the best candidate and holds one copy of the model (docs/benchmarks.md, "A whole
@@ -34,6 +39,11 @@ POOL = "solo"
 #: TRANSQUEUE_CONCURRENCY: processes (prefork) or threads (threads pool) per worker; the solo
 #: pool always runs one task at a time.
 CONCURRENCY = 1
+
+#: The most TRANSQUEUE_CONCURRENCY (and `transqueue worker --concurrency`) allowed: each
+#: prefork process loads its own copy of the model (hundreds of MB), so no machine runs this
+#: many; a larger number is a typo that would fork until memory runs out.
+MAX_CONCURRENCY = 1024
 
 #: TRANSQUEUE_QUEUE: the prefix of the Celery queues the translation chunks travel on, one per
 #: model: `<QUEUE>.<model key>` (`store.queues.model_queue`).
@@ -54,6 +64,12 @@ INBOX_QUEUE = "transqueue.inbox"
 #: visibility timeout, and a crash repeats only that.
 CHUNK_SIZE = 32
 
+#: The most TRANSQUEUE_CHUNK_SIZE allowed. A chunk is one task message holding its sentences
+#: (each at most `producer.defaults.PARAGRAPH_MAX_CHARS` characters), so 4096 sentences keep a
+#: message under about 8 M characters, translated in minutes, well within the visibility
+#: timeout; a chunk is also what a crash repeats.
+MAX_CHUNK_SIZE = 4096
+
 #: TRANSQUEUE_MAX_BATCH: most rows a worker's Translator decodes in one batch. Memory grows
 #: with the rows in flight (about 2 MB a row with an opus-mt-sized model: the lm_head's
 #: [rows, 65,001] buffers and the caches), speed with fuller batches: 8, two batches side by
@@ -64,6 +80,11 @@ CHUNK_SIZE = 32
 #: own default (32).
 MAX_BATCH = 8
 
+#: The most TRANSQUEUE_MAX_BATCH allowed: at about 2 MB a row in flight (opus-mt-sized), 1024
+#: rows a batch is 2 GB per thread, far past any worker's memory budget. (A batch never holds
+#: more rows than its chunk anyway.)
+MAX_MAX_BATCH = 1024
+
 #: TRANSQUEUE_MAX_DELIVERIES: strikes of one chunk (runs that died or raised; not Redis
 #: outages) before its unfinished sentences are moved to the job's dead letters instead of
 #: being retried again.
@@ -73,6 +94,11 @@ MAX_DELIVERIES = 3
 #: batch, whose death says nothing of which sentence killed it; only a later delivery, which
 #: runs one sentence at a time, can (`worker.chunks`).
 MIN_MAX_DELIVERIES = 2
+
+#: The most TRANSQUEUE_MAX_DELIVERIES allowed: each strike is a worker that died or a run that
+#: raised on the same chunk, so a poison sentence may take down a worker this many times before
+#: it is given up.
+MAX_MAX_DELIVERIES = 100
 
 #: TRANSQUEUE_VISIBILITY_TIMEOUT: seconds before Redis hands an unacknowledged chunk to another
 #: worker (after its worker died). Must stay well above the longest chunk's runtime. The last

@@ -79,3 +79,11 @@ def test_only_a_refusal_for_good_stops_a_long_running_command(tmp_path):
         assert stopped.value.exit_code == EXIT_REDIS
     finally:
         server.kill()
+
+
+def test_the_count_options_have_the_settings_bounds():
+    from click.testing import CliRunner
+
+    for args in (["translate", "--threads", "1025", "-"], ["worker", "--concurrency", "1025"]):
+        result = CliRunner().invoke(main, args, input="")
+        assert result.exit_code == 2 and "1025 is not in the range 1<=x<=1024" in result.output, args

@@ -40,10 +40,37 @@ def test_variables_override_with_their_types():
     ("name", "value", "message"),
     [
         ("TRANSQUEUE_CHUNK_SIZE", "many", "TRANSQUEUE_CHUNK_SIZE='many': expected int"),
-        ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE=0: must be at least 1"),
-        ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH=0: must be at least 1"),
+        ("TRANSQUEUE_CHUNK_SIZE", "0", "TRANSQUEUE_CHUNK_SIZE=0: must be 1 to 4096"),
+        ("TRANSQUEUE_MAX_BATCH", "0", "TRANSQUEUE_MAX_BATCH=0: must be 1 to 1024"),
         ("TRANSQUEUE_MAX_DELIVERIES", "1", "TRANSQUEUE_MAX_DELIVERIES=1: must be at least 2"),
         ("TRANSQUEUE_MAX_DELIVERIES", "0", "TRANSQUEUE_MAX_DELIVERIES=0: must be at least 2"),
+        # counts a typo made absurd: messages, memory, processes or threads without end
+        (
+            "TRANSQUEUE_THREADS",
+            "99999999999999999999",
+            "TRANSQUEUE_THREADS=99999999999999999999: must be 1 to 1024$",
+        ),
+        ("TRANSQUEUE_THREADS", "1025", "TRANSQUEUE_THREADS=1025: must be 1 to 1024$"),
+        (
+            "TRANSQUEUE_CONCURRENCY",
+            "99999999999999999999",
+            "TRANSQUEUE_CONCURRENCY=99999999999999999999: must be 1 to 1024$",
+        ),
+        (
+            "TRANSQUEUE_CHUNK_SIZE",
+            "99999999999999999999",
+            "TRANSQUEUE_CHUNK_SIZE=99999999999999999999: must be 1 to 4096$",
+        ),
+        (
+            "TRANSQUEUE_MAX_BATCH",
+            "99999999999999999999",
+            "TRANSQUEUE_MAX_BATCH=99999999999999999999: must be 1 to 1024$",
+        ),
+        (
+            "TRANSQUEUE_MAX_DELIVERIES",
+            "99999999999999999999",
+            "MAX_DELIVERIES=99999999999999999999: must be 2 to 100$",
+        ),
         ("TRANSQUEUE_LEASE_TTL", "nan", "TRANSQUEUE_LEASE_TTL=nan: must be 1 to"),
         ("TRANSQUEUE_LEASE_TTL", "inf", "TRANSQUEUE_LEASE_TTL=inf: must be 1 to"),
         ("TRANSQUEUE_LEASE_TTL", "0", "TRANSQUEUE_LEASE_TTL=0.0: must be 1 to"),
@@ -87,6 +114,20 @@ def test_variables_override_with_their_types():
 def test_bad_values_name_the_variable(name, value, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         Settings.from_env({name: value})
+
+
+def test_the_largest_counts_are_taken():
+    settings = Settings.from_env(
+        {
+            "TRANSQUEUE_THREADS": "1024",
+            "TRANSQUEUE_CONCURRENCY": "1024",
+            "TRANSQUEUE_CHUNK_SIZE": "4096",
+            "TRANSQUEUE_MAX_BATCH": "1024",
+            "TRANSQUEUE_MAX_DELIVERIES": "100",
+        }
+    )
+    assert (settings.threads, settings.concurrency, settings.chunk_size) == (1024, 1024, 4096)
+    assert (settings.max_batch, settings.max_deliveries) == (1024, 100)
 
 
 def test_every_setting_is_in_the_readme_settings_table():
