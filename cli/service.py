@@ -154,9 +154,13 @@ def metrics_command(port: int | None, addr: str) -> None:
 @click.command("runs")
 @click.argument("inbox")
 def runs_command(inbox: str) -> None:
-    """List the recorded runs of a scheduled inbox entry, oldest first."""
-    runs = cli_store().runs.list(inbox)
-    if not runs:  # a name mistyped looks the same as an entry not run yet: say so
+    """List the recorded runs of a scheduled inbox entry, oldest first.
+
+    A record that is not a run (tampered with) is one error line naming its key and entry,
+    after the valid runs (exit status 1); the next scan of the entry replaces it.
+    """
+    runs, corrupt = cli_store().runs.read(inbox)
+    if not (runs or corrupt):  # a name mistyped looks the same as an entry not run yet: say so
         click.echo(
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
         )
@@ -172,6 +176,10 @@ def runs_command(inbox: str) -> None:
             click.echo(f"    invalid {name}: {error}")
         for name, why in sorted(run.skipped.items()):
             click.echo(f"    skipped {name}: {why} (tried again next run)")
+    for problem in corrupt:
+        click.echo(f"Error: {problem}", err=True)
+    if corrupt:
+        click.get_current_context().exit(1)
 
 
 COMMANDS = (worker_command, scheduler_command, metrics_command, runs_command)

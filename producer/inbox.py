@@ -137,6 +137,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
         store.runs.save(run)
         return run
     try:
+        store.runs.replace_corrupt(entry.name)
         for earlier in store.runs.list(entry.name):
             if earlier.state == SUBMITTED:
                 _deliver(store, earlier, entry)

@@ -25,6 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
+from store.errors import CorruptRecord
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -42,11 +43,6 @@ from store.runs import RunStore
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
 FINISHED_STATES = (DONE, PARTIAL)
 _Record = TypeVar("_Record")
-
-
-class CorruptRecord(ValueError):
-    """A stored record that is not what transqueue writes (written by someone else, or by a
-    different version); the message names the key."""
 
 
 class MissingRecord(CorruptRecord):

@@ -7,13 +7,19 @@ the keys of `store.keys.InboxKeys`.
 from __future__ import annotations
 
 import json
+import logging
+import math
+import time
 from dataclasses import asdict, dataclass, field
 
 import redis
 from redis.lock import Lock
 
 from store import defaults
-from store.keys import InboxKeys
+from store.errors import CorruptRecord
+from store.keys import InboxKeys, quoted
+
+logger = logging.getLogger(__name__)
 
 #: States of an inbox run: its files were submitted as a job (in flight), delivered to the
 #: outbox, nothing new was found, it was skipped (the lock was held), its job was lost
@@ -26,6 +32,20 @@ SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
     "lost",
     "failed",
 )
+STATES = (SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED)
+
+#: The latest time a run record may hold: 9999-12-31 23:59:59 UTC, the last that
+#: `time.gmtime` (and `transqueue runs`) can show.
+_LATEST_TIME = 253402300799.0
+
+
+class CorruptRun(CorruptRecord):
+    """An entry of an inbox's runs hash that is not a run record; the message names the key
+    and the entry, `run_id` is the entry."""
+
+    def __init__(self, key: str, run_id: str, reason: str) -> None:
+        super().__init__(f"{key} entry {quoted(run_id)} is not a run record of this transqueue ({reason})")
+        self.run_id = run_id
 
 
 @dataclass(frozen=True)
@@ -50,8 +70,55 @@ class InboxRun:
 
     @classmethod
     def from_json(cls, text: str) -> InboxRun:
-        """Parse what `to_json` wrote."""
-        return cls(**json.loads(text))
+        """Parse what `to_json` wrote; ValueError or TypeError for anything else (a field
+        missing, unknown or of another type)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"{quoted(data)} is not a JSON object")
+        run = cls(**data)
+        run.check()
+        return run
+
+    def check(self) -> None:
+        """ValueError unless every field holds what `to_json` writes."""
+        for name in ("run_id", "inbox", "job", "message"):
+            _expect(isinstance(getattr(self, name), str), name, "a string")
+        _expect(_is_time(self.started), "started", "a time")
+        _expect(self.finished is None or _is_time(self.finished), "finished", "a time or null")
+        _expect(self.state in STATES, "state", f"one of {', '.join(STATES)}")
+        _expect(type(self.dead) is int and self.dead >= 0, "dead", "a count")
+        for name in ("files", "invalid", "skipped"):
+            value = getattr(self, name)
+            strings = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+            _expect(strings, name, "an object of strings")
+
+
+def _expect(ok: bool, name: str, what: str) -> None:
+    """ValueError naming the field `name` of a run record unless `ok`."""
+    if not ok:
+        raise ValueError(f"{name} is not {what}")
+
+
+def _is_time(value: object) -> bool:
+    """Whether `value` is a time a run record may hold (seconds since the epoch)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= _LATEST_TIME
+    )
+
+
+def _parsed(key: str, name: str, run_id: str, raw: str) -> InboxRun:
+    """The run record `raw` of entry `run_id` in the runs hash `key` of the inbox `name`, or
+    CorruptRun naming them."""
+    try:
+        run = InboxRun.from_json(raw)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRun(key, run_id, str(exc)) from None
+    if (run.run_id, run.inbox) != (run_id, name):
+        raise CorruptRun(key, run_id, f"it names run {quoted(run.run_id)} of inbox {quoted(run.inbox)}")
+    return run
 
 
 class RunStore:
@@ -60,15 +127,44 @@ class RunStore:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
+    def read(self, name: str) -> tuple[list[InboxRun], list[CorruptRun]]:
+        """The recorded runs of an inbox entry, oldest first, and a CorruptRun for each of
+        its records that is not a run (tampered with, or written by another version)."""
+        key = InboxKeys(name).runs
+        raw = self.client.hgetall(key)
+        runs: list[InboxRun] = []
+        corrupt: list[CorruptRun] = []
+        for run_id in sorted(raw):
+            try:
+                runs.append(_parsed(key, name, run_id, raw[run_id]))
+            except CorruptRun as exc:
+                corrupt.append(exc)
+        return runs, corrupt
+
     def list(self, name: str) -> list[InboxRun]:
-        """The recorded runs of an inbox entry, oldest first."""
-        raw = self.client.hgetall(InboxKeys(name).runs)
-        return [InboxRun.from_json(raw[run_id]) for run_id in sorted(raw)]
+        """The recorded runs of an inbox entry, oldest first; a record that is not a run is
+        left out with a warning logged, so that it stops neither a scan nor a delivery."""
+        runs, corrupt = self.read(name)
+        for problem in corrupt:
+            logger.warning("%s: left out", problem)
+        return runs
 
     def get(self, name: str, run_id: str) -> InboxRun | None:
-        """One run of an inbox entry, or None if it is not recorded (any more)."""
-        raw = self.client.hget(InboxKeys(name).runs, run_id)
-        return None if raw is None else InboxRun.from_json(raw)
+        """One run of an inbox entry, or None if it is not recorded (any more); CorruptRun
+        when the record is not a run."""
+        key = InboxKeys(name).runs
+        raw = self.client.hget(key, run_id)
+        return None if raw is None else _parsed(key, name, run_id, raw)
+
+    def replace_corrupt(self, name: str) -> None:
+        """Replace each record of the entry that is not a run by a failed run that says so
+        (and log it): `transqueue runs` then shows what happened, and the record is trimmed
+        as any other. The valid records are left as they are."""
+        for problem in self.read(name)[1]:
+            logger.warning("%s: replaced by a failed run", problem)
+            now = time.time()
+            message = f"the stored record was replaced: {problem}"
+            self.save(InboxRun(problem.run_id, name, now, FAILED, finished=now, message=message))
 
     def save(self, run: InboxRun) -> None:
         """Store a run; past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""

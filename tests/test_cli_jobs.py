@@ -523,3 +523,20 @@ def test_runs_of_an_inbox_with_none_says_so(redis_server):
     result = CliRunner().invoke(main, ["runs", "nosuch"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
     assert result.exit_code == 0
     assert "no runs recorded for inbox 'nosuch': not run yet, or not the name of an entry" in result.output
+
+
+def test_runs_names_a_corrupt_record_in_one_line_after_the_valid_runs(redis_server):
+    from store.runs import NOTHING_NEW, InboxRun, RunStore
+
+    redis_server.client().flushdb()
+    RunStore(redis_server.client()).save(
+        InboxRun("0000000000001-aaaa", "docs", 1.0, NOTHING_NEW, finished=2.0)
+    )
+    redis_server.client().hset("tq:inbox:docs:runs", "0000000000002-bbbb", '{"run_id": 1}')
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    listed, error = result.output.splitlines()
+    assert listed.startswith("0000000000001-aaaa  1970-01-01 00:00:01  nothing new")
+    assert error.startswith(
+        "Error: tq:inbox:docs:runs entry '0000000000002-bbbb' is not a run record of this transqueue ("
+    )

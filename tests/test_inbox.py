@@ -22,7 +22,7 @@ from producer.jobs import JobBuilder
 from producer.schedule import InboxEntry
 from store import defaults
 from store.config import Settings
-from store.jobstore import JobStore
+from store.jobstore import CorruptRecord, JobStore
 from store.keys import InboxKeys, JobKeys
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
 
@@ -52,6 +52,46 @@ def test_trimming_the_runs_keeps_those_in_flight(store, entry, monkeypatch):
         assert run_inbox(store, entry).state == NOTHING_NEW  # a.txt is still in flight
     runs = store.runs.list("docs")
     assert len(runs) == 2 and submitted in runs
+
+
+#: Records of a tampered runs hash: not JSON, not an object, fields missing, unknown or of
+#: the wrong type, or naming another entry.
+CORRUPT_RUNS = {
+    "0000000000001-0000": "not json",
+    "0000000000001-0001": "[1]",
+    "0000000000001-0002": '{"run_id": 1}',
+    "0000000000001-0003": '{"run_id": "0000000000001-0003", "inbox": "docs", "started": 1, '
+    '"state": "submitted", "files": 5, "job": "j"}',
+    "0000000000001-0004": '{"run_id": "0000000000001-0004", "inbox": "docs", "started": "s", '
+    '"state": "failed"}',
+    "0000000000001-0005": '{"run_id": "0000000000001-0005", "inbox": "docs", "started": 1e300, '
+    '"state": "failed"}',
+    "0000000000001-0006": '{"run_id": "other", "inbox": "docs", "started": 1, "state": "failed"}',
+    "0000000000001-0007": '{"run_id": "0000000000001-0007", "inbox": "docs", "started": 1, '
+    '"state": "failed", "surprise": 1}',
+}
+
+
+def test_a_corrupt_run_record_is_replaced_by_the_scan_and_the_valid_ones_kept(store, entry, caplog):
+    submitted = run_inbox(store, entry)
+    assert submitted.state == SUBMITTED
+    store.client.hset(InboxKeys("docs").runs, mapping=CORRUPT_RUNS)
+    runs, corrupt = store.runs.read("docs")
+    assert runs == [submitted] and sorted(problem.run_id for problem in corrupt) == sorted(CORRUPT_RUNS)
+    for run_id in CORRUPT_RUNS:
+        with pytest.raises(CorruptRecord, match=f"^tq:inbox:docs:runs entry '{run_id}' is not a run record"):
+            store.runs.get("docs", run_id)
+    assert store.runs.list("docs") == [submitted]  # left out, logged
+    assert run_inbox(store, entry).state == NOTHING_NEW  # a.txt is still in flight: not submitted again
+    assert "tq:inbox:docs:runs entry '0000000000001-0000' is not a run record" in caplog.text
+    runs, corrupt = store.runs.read("docs")
+    assert not corrupt and submitted in runs
+    replaced = {run.run_id: run for run in runs if run.run_id in CORRUPT_RUNS}
+    assert sorted(replaced) == sorted(CORRUPT_RUNS)
+    assert all(
+        run.state == FAILED and "was replaced: tq:inbox:docs:runs entry" in run.message
+        for run in replaced.values()
+    )
 
 
 def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
