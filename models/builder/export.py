@@ -230,8 +230,9 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     staging.mkdir(parents=True)
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
-    for name in (ENCODER, DECODER):  # before quantization: the int8 graphs inherit it
-        decompose_softmax(staging / name)
+    # before quantization, so that the int8 graphs inherit it
+    decompose_softmax(staging / ENCODER, log_sum_exp=False)
+    decompose_softmax(staging / DECODER, log_sum_exp=True)
     model_config, generation_config = model.config, model.generation_config
     del model  # quantization and validation load what they need: free its weights first
     gc.collect()

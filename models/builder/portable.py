@@ -9,11 +9,10 @@ last bits of an attention's weights (and then of the logits, and now and then a 
 token) depended on the CPU of the worker that ran a sentence. MatMulInteger is the same on
 both only because the row scheme keeps weights in [−64, 64] (`quantize_rows`).
 
-`decompose_softmax` rewrites each (top-level) Softmax as ReduceLogSumExp, Sub and Exp,
-whose ONNX Runtime CPU kernels are not chosen by instruction set: decoder steps as fast as
-with Softmax (4.69, 8.09 and 20.37 ms at 1, 8 and 32 rows against 4.71, 8.24 and 21.46,
-one thread, twelve alternated rounds), where ReduceMax, Sub, Exp, ReduceSum and Div were
-3–8% slower (4.85, 8.90, 21.35). Export-time only.
+`decompose_softmax` rewrites each (top-level) Softmax as ops whose ONNX Runtime CPU kernels
+are not chosen by instruction set: the decoder step's as ReduceLogSumExp, Sub and Exp, the
+encoder's as ReduceMax, Sub, Exp, ReduceSum and Div, each form as fast as Softmax where it
+is used (README, "Same output on every CPU"). Export-time only.
 """
 
 from __future__ import annotations
@@ -34,14 +33,18 @@ def _opset(model: onnx.ModelProto) -> int:
     return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
-def decompose_softmax(path: Path) -> int:
-    """Rewrite every Softmax of the graph at `path` in place as exp(x − log Σ exp x) over the
-    same axis (ONNX Runtime's ReduceLogSumExp subtracts the maximum first, so large scores
-    do not overflow); returns how many it rewrote. A row whose every value is masked
-    (float32's lowest), which no exported graph feeds, gets weights of 1 instead of 1/n.
-    Weights stored beside the graph stay there (a graph over 2 GB cannot be written
-    inline). Opset 13 and later: ValueError for an older one, whose Softmax flattens the
-    axes from `axis` on."""
+def decompose_softmax(path: Path, *, log_sum_exp: bool) -> int:
+    """Rewrite every Softmax of the graph at `path` in place, over the same axis, as
+    exp(x − log Σ exp x) with `log_sum_exp` (ReduceLogSumExp, Sub, Exp: ONNX Runtime's
+    ReduceLogSumExp subtracts the maximum first, so large scores do not overflow), else as
+    exp(x − max x) / Σ exp(x − max x) (ReduceMax, Sub, Exp, ReduceSum, Div); returns how many
+    it rewrote. Three nodes suit a decoder step's softmax over one query row (five cost its
+    steps 3–8%); over an encoder's [rows, heads, length, length] scores ReduceLogSumExp's
+    one exp at a time costs up to 9% of the encoder, where Exp and ReduceSum are vectorized.
+    With `log_sum_exp`, a row whose every value is masked (float32's lowest), which no
+    exported graph feeds, gets weights of 1 instead of 1/n. Weights stored beside the graph
+    stay there (a graph over 2 GB cannot be written inline). Opset 13 and later: ValueError
+    for an older one, whose Softmax flattens the axes from `axis` on."""
     model = onnx.load(str(path), load_external_data=False)
     graph = model.graph
     opset = _opset(model)
@@ -57,6 +60,17 @@ def decompose_softmax(path: Path) -> int:
         taken.add(unique)
         return unique
 
+    def node_(op: str, inputs: list[str], output: str, name: str, axis: int | None = None) -> onnx.NodeProto:
+        """A node of `op`; for a reduction over `axis`, its axes as the graph's opset takes
+        them (an attribute up to opset 17, an input from 18; ReduceSum's an input from 13)."""
+        if axis is None:
+            return helper.make_node(op, inputs, [output], name=fresh(f"{name}/{op}"))
+        if opset < (13 if op == "ReduceSum" else 18):
+            return helper.make_node(op, inputs, [output], name=fresh(f"{name}/{op}"), axes=[axis])
+        axes = fresh(f"{name}/axes")
+        graph.initializer.append(numpy_helper.from_array(np.array([axis], dtype=np.int64), axes))
+        return helper.make_node(op, [*inputs, axes], [output], name=fresh(f"{name}/{op}"))
+
     nodes: list[onnx.NodeProto] = []
     rewritten = 0
     for node in graph.node:
@@ -64,25 +78,24 @@ def decompose_softmax(path: Path) -> int:
             nodes.append(node)
             continue
         axis = next((attribute.i for attribute in node.attribute if attribute.name == "axis"), -1)
-        source, target = node.input[0], node.output[0]
+        x, y = node.input[0], node.output[0]
         name = node.name or "softmax"
-        log_total, shifted = fresh(f"{name}/logsumexp"), fresh(f"{name}/shifted")
-        # ReduceLogSumExp takes its axes as an attribute up to opset 17, as an input from 18
-        if opset < 18:
-            log_sum_exp = helper.make_node(
-                "ReduceLogSumExp", [source], [log_total], name=fresh(f"{name}/ReduceLogSumExp"), axes=[axis]
-            )
+        shifted, exp, reduced = fresh(f"{name}/shifted"), fresh(f"{name}/exp"), fresh(f"{name}/reduced")
+        if log_sum_exp:
+            nodes += [
+                node_("ReduceLogSumExp", [x], reduced, name, axis),
+                node_("Sub", [x, reduced], shifted, name),
+                node_("Exp", [shifted], y, name),
+            ]
         else:
-            axes = fresh(f"{name}/axes")
-            graph.initializer.append(numpy_helper.from_array(np.array([axis], dtype=np.int64), axes))
-            log_sum_exp = helper.make_node(
-                "ReduceLogSumExp", [source, axes], [log_total], name=fresh(f"{name}/ReduceLogSumExp")
-            )
-        nodes += [
-            log_sum_exp,
-            helper.make_node("Sub", [source, log_total], [shifted], name=fresh(f"{name}/Sub")),
-            helper.make_node("Exp", [shifted], [target], name=fresh(f"{name}/Exp")),
-        ]
+            total = fresh(f"{name}/sum")
+            nodes += [
+                node_("ReduceMax", [x], reduced, name, axis),
+                node_("Sub", [x, reduced], shifted, name),
+                node_("Exp", [shifted], exp, name),
+                node_("ReduceSum", [exp], total, name, axis),
+                node_("Div", [exp, total], y, name),
+            ]
         rewritten += 1
     del graph.node[:]
     graph.node.extend(nodes)
