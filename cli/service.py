@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.common import cli_settings, cli_store, refuse_bad_credentials
+from cli.common import cli_settings, cli_store, model_key_of, refuse_bad_credentials
 from store import defaults
 from store.config import POOLS
 
@@ -114,6 +114,7 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
             env_patterns()  # else every scanned file would be listed as invalid, run after run
         except (ScheduleError, ProtectError) as error:
             raise click.ClickException(str(error)) from None
+        model_key_of(None, settings)  # the model its jobs ask for: else every scan would fail
     refuse_bad_credentials(settings)
     run_celery_worker(
         app, ["--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]

@@ -165,3 +165,18 @@ def test_the_scheduler_reads_its_schedule_once_and_a_bad_one_is_a_one_line_error
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "missing.toml" in result.output
     assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
+
+
+def test_the_scheduler_refuses_a_bad_bundle_at_start_in_one_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"inbox": [{"name": "a", "inbox": "i", "outbox": "o", "schedule": 5}]}))
+    monkeypatch.setenv("TRANSQUEUE_SCHEDULE", str(path))
+    monkeypatch.setenv("TRANSQUEUE_BUNDLE", str(tmp_path / "nonexist"))
+    result = CliRunner().invoke(main, ["scheduler"])
+    assert result.exit_code == 1  # not started: every scan would have failed with a traceback
+    assert result.output.startswith("Error: TRANSQUEUE_BUNDLE=") and "nonexist" in result.output
+    assert "Traceback" not in result.output
