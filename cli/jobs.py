@@ -12,7 +12,6 @@ import click
 from tqdm import tqdm
 
 from cli.common import (
-    bundle_named,
     cli_store,
     duration,
     job_info,
@@ -100,9 +99,7 @@ def submit_command(
     else:
         out = out.resolve()
     store = cli_store()
-    key = model_key_of(model, store.settings)
-    with bundle_named(None, store.settings):  # the store's own model decides how sentences are chunked
-        job = JobBuilder(store, options, key)
+    job = JobBuilder(store, options, model_key_of(model, store.settings))
     errors: list[str] = []
     try:
         if "-" in paths:

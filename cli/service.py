@@ -43,12 +43,10 @@ def worker_command(
     from worker.runtime import check_bundle, explained, preload_translator
 
     settings = cli_settings()
-    try:  # the files' sha256 are checked while the worker loads the model (worker.tasks)
-        warnings = check_bundle(settings, hashes=False)
+    try:  # the files' sha256 are checked, and warnings logged, as the worker loads the model
+        check_bundle(settings, hashes=False)  # (worker.tasks)
     except BundleError as error:
         raise click.ClickException(f"cannot load the model: {explained(error)}") from None
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
     pool, concurrency = pool or settings.pool, concurrency or settings.concurrency
     if pool != "prefork":  # the model loads in this process: start now, while Celery is
         tune_malloc()  # imported and starts (before this process's first thread)

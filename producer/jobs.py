@@ -37,6 +37,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
+from models.bundle import BundleError
 from producer import defaults
 from producer.chunking import Chunker, Pair, character_lengths, source_lengths
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
@@ -136,8 +137,10 @@ class JobBuilder:
     window by window as it is read, then the job is submitted (`submit`) or discarded.
 
     `model` is the key of the model the job asks for (default: the model of the store's
-    settings); its chunks are ordered by that model's token lengths where its tokenizer is
-    here (the store's own model), else by characters.
+    settings, BundleError when its bundle cannot be read); its chunks are ordered by that
+    model's token lengths where its tokenizer is here (the store's own model), else by
+    characters. A job given its `model` needs no bundle here (`submit --model KEY` on a
+    machine whose TRANSQUEUE_BUNDLE names the workers' path).
     """
 
     def __init__(self, store: JobStore, options: ReadOptions, model: str | None = None) -> None:
@@ -145,8 +148,14 @@ class JobBuilder:
         self.options = options
         self.job_id = new_job_id()
         self.writer = store.writer(self.job_id)
-        own = model_key(store.settings)
-        self.model = model or own
+        if model is None:
+            own = self.model = model_key(store.settings)
+        else:
+            self.model = model
+            try:
+                own = model_key(store.settings)
+            except BundleError:
+                own = None
         lengths = source_lengths(store.settings) if self.model == own else character_lengths
         self.chunker = Chunker(lengths, store.settings.chunk_size)
         self.slot_of: dict[str, int] = {}  # the most recent distinct sentences, oldest first

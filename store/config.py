@@ -76,8 +76,10 @@ class Settings:
         _one_of("POOL", self.pool, POOLS)
         _one_of("PRECISION", self.precision, PRECISIONS)
         value = self.max_memory_per_child
-        if not (math.isfinite(value) and value >= 1):  # nan and inf compare false
-            raise ConfigError(f"{defaults.ENV_PREFIX}MAX_MEMORY_PER_CHILD={value!r}: must be at least 1")
+        if not (math.isfinite(value) and value >= 0):  # nan and inf compare false
+            raise ConfigError(
+                f"{defaults.ENV_PREFIX}MAX_MEMORY_PER_CHILD={value!r}: must be at least 0 (0: no limit)"
+            )
         if self.max_deliveries < defaults.MIN_MAX_DELIVERIES:
             raise ConfigError(
                 f"{defaults.ENV_PREFIX}MAX_DELIVERIES={self.max_deliveries!r}: must be at least "

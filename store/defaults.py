@@ -142,7 +142,8 @@ TM_TTL = 30 * 24 * 3600
 MAX_DURATION_S = 10 * 366 * 24 * 3600
 
 #: TRANSQUEUE_MAX_MEMORY_PER_CHILD: KiB of resident memory after which a prefork child is
-#: replaced once its current task ends (keeps each process under a 512 MB container limit).
+#: replaced once its current task ends (keeps each process under a 512 MB container limit);
+#: 0: no limit (Celery's worker_max_memory_per_child, which billiard skips when it is 0).
 MAX_MEMORY_PER_CHILD = 450_000
 
 #: TRANSQUEUE_SCHEDULE: path of the scheduled inbox jobs file (TOML or JSON); empty: none.

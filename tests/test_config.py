@@ -81,8 +81,7 @@ def test_variables_override_with_their_types():
         ("TRANSQUEUE_TM_TTL", "99999999999999999999", "TRANSQUEUE_TM_TTL=99999999999999999999: must be"),
         ("TRANSQUEUE_VISIBILITY_TIMEOUT", "0", "TRANSQUEUE_VISIBILITY_TIMEOUT=0: must be 1 to"),
         ("TRANSQUEUE_RESTORE_INTERVAL", "316224001", "TRANSQUEUE_RESTORE_INTERVAL=316224001: must be"),
-        ("TRANSQUEUE_MAX_MEMORY_PER_CHILD", "0", "TRANSQUEUE_MAX_MEMORY_PER_CHILD=0: must be at least 1"),
-        ("TRANSQUEUE_MAX_MEMORY_PER_CHILD", "-1", "TRANSQUEUE_MAX_MEMORY_PER_CHILD=-1: must be at least 1"),
+        ("TRANSQUEUE_MAX_MEMORY_PER_CHILD", "-1", "TRANSQUEUE_MAX_MEMORY_PER_CHILD=-1: must be at least 0"),
         ("TRANSQUEUE_POLL_INTERVAL", "-1", "TRANSQUEUE_POLL_INTERVAL=-1.0: must be 0.01 to 3600"),
         ("TRANSQUEUE_CLIENT_PATIENCE", "nan", "TRANSQUEUE_CLIENT_PATIENCE=nan: must be 0.0 to 86400"),
         ("TRANSQUEUE_INBOX_LOCK_TIMEOUT", "0", "TRANSQUEUE_INBOX_LOCK_TIMEOUT=0: must be 1 to"),
@@ -128,6 +127,11 @@ def test_the_largest_counts_are_taken():
     )
     assert (settings.threads, settings.concurrency, settings.chunk_size) == (1024, 1024, 4096)
     assert (settings.max_batch, settings.max_deliveries) == (1024, 100)
+
+
+def test_no_memory_limit_per_child_is_zero_as_in_celery():
+    """billiard replaces a prefork child over its memory limit only when the limit is over 0."""
+    assert Settings.from_env({"TRANSQUEUE_MAX_MEMORY_PER_CHILD": "0"}).max_memory_per_child == 0
 
 
 def test_every_setting_is_in_the_readme_settings_table():

@@ -236,3 +236,15 @@ def test_stored_segments_that_do_not_match_the_slots_name_the_document(store):
     store.client.hset(JobKeys(job_id).docs, "0", DocumentRecord("a.txt", "txt", windows=2).to_json())
     with pytest.raises(MissingRecord, match="no window 1 of document 0"):
         rendered_text(store, job_id)
+
+
+def test_a_job_for_a_named_model_needs_no_readable_bundle_here(redis_server, tmp_path):
+    from models.bundle import BundleError
+
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url, bundle=str(tmp_path / "none")))
+    job = JobBuilder(store, ReadOptions(), "0123456789ab")
+    assert job.model == "0123456789ab"
+    assert job.chunker.lengths(["Hello there."]) == [len("Hello there.")]  # characters
+    with pytest.raises(BundleError):  # its own model is needed when the job names none
+        JobBuilder(store, ReadOptions())

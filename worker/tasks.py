@@ -60,11 +60,14 @@ def _load_the_model(sender: Any = None, **_: Any) -> None:
     settings = env_settings()
     try:
         if _forks(sender):
-            runtime.check_bundle(settings)
+            warnings = runtime.check_bundle(settings)
         else:
             runtime.load_translator(settings)
+            warnings = runtime.check_bundle(settings, hashes=False)
     except BundleError as error:
         raise SystemExit(f"transqueue worker: cannot load the model: {runtime.explained(error)}") from None
+    for warning in warnings:  # however the worker was started (transqueue worker, celery -A worker)
+        logger.warning("%s", warning)
 
 
 def _forks(worker: Any) -> bool:

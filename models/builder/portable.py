@@ -17,6 +17,7 @@ is used (README, "Same output on every CPU"). Export-time only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -103,18 +104,24 @@ def decompose_softmax(path: Path, *, log_sum_exp: bool) -> int:
     return rewritten
 
 
-def _nodes(graph: onnx.GraphProto):
-    """The nodes of `graph` and of its subgraphs (If, Loop, Scan bodies), depth first."""
-    for node in graph.node:
+def _nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
+    """`nodes` and the nodes of their subgraphs (If, Loop, Scan bodies), depth first."""
+    for node in nodes:
         yield node
         for attribute in node.attribute:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
             for subgraph in [*subgraphs, *attribute.graphs]:
-                yield from _nodes(subgraph)
+                yield from _nodes(subgraph.node)
 
 
 def cpu_dependent_ops(path: Path) -> list[str]:
-    """The names of the nodes of the graph at `path` (subgraphs included) whose op type is in
+    """The names of the nodes of the graph at `path` (subgraphs and the model's local
+    functions included, which `decompose_softmax` does not rewrite) whose op type is in
     `CPU_DEPENDENT_OPS`."""
-    graph = onnx.load(str(path), load_external_data=False).graph
-    return [node.name or node.op_type for node in _nodes(graph) if node.op_type in CPU_DEPENDENT_OPS]
+    model = onnx.load(str(path), load_external_data=False)
+    functions = (node for function in model.functions for node in _nodes(function.node))
+    return [
+        node.name or node.op_type
+        for node in (*_nodes(model.graph.node), *functions)
+        if node.op_type in CPU_DEPENDENT_OPS
+    ]
