@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -47,10 +48,11 @@ def _validate_options(
     )
 
 
-def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """A threshold as given; `nan`, which every comparison passes, is refused."""
-    if value != value:
-        raise click.BadParameter("nan is not a threshold", ctx=ctx, param=param)
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A threshold as given; `nan`, which every comparison passes, and `inf`, which turns
+    the check off, are refused."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a threshold", ctx=ctx, param=param)
     return value
 
 
@@ -69,7 +71,7 @@ def validation_flags(function: F) -> F:
             click.option(
                 "--fp32-max-diff",
                 type=click.FloatRange(min=0),
-                callback=_not_nan,
+                callback=_finite,
                 default=defaults.FP32_MAX_DIFF,
                 show_default=True,
                 help="Fail if an fp32 logit differs from PyTorch by more.",
@@ -77,7 +79,7 @@ def validation_flags(function: F) -> F:
             click.option(
                 "--int8-min-exact",
                 type=click.FloatRange(0, 1),
-                callback=_not_nan,
+                callback=_finite,
                 default=defaults.INT8_MIN_EXACT,
                 show_default=True,
                 help="Fail if fewer int8 outputs equal fp32 ones (0..1).",
@@ -85,7 +87,7 @@ def validation_flags(function: F) -> F:
             click.option(
                 "--int8-min-agreement",
                 type=click.FloatRange(0, 1),
-                callback=_not_nan,
+                callback=_finite,
                 default=defaults.INT8_MIN_AGREEMENT,
                 show_default=True,
                 help="Fail if int8/fp32 token agreement is lower (0..1).",

@@ -187,6 +187,7 @@ def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
         ("--parity-corpus", "missing.tsv", "missing.tsv: no such file ('none' skips the corpus)"),
         ("--fp32-max-diff", "nan", "nan is not a threshold"),
         ("--fp32-max-diff", "-1", "-1.0 is not in the range x>=0."),
+        ("--fp32-max-diff", "inf", "inf is not a threshold"),
         ("--int8-min-exact", "nan", "nan is not a threshold"),
         ("--int8-min-agreement", "1.5", "1.5 is not in the range 0<=x<=1."),
     ],
