@@ -156,25 +156,15 @@ def model_key_of(model: str | None, settings: Settings) -> str:
     precision), `model` itself if it is a key, else of the settings' bundle. A bundle that
     cannot be read is a clean CLI error naming where it came from: --model, or else
     TRANSQUEUE_BUNDLE (or the bundled demo model when that is unset)."""
-    from models.bundle import read_manifest
+    from models.bundle import BundleError, read_manifest
     from store.queues import model_key
 
-    with bundle_named(model, settings):
+    try:
         if model is None:
             return model_key(settings)
         if re.fullmatch(r"[0-9a-f]{12}", model):
             return model
         return read_manifest(model).model_key(settings.precision)
-
-
-@contextmanager
-def bundle_named(model: str | None, settings: Settings) -> Iterator[None]:
-    """Turn a BundleError in the block into a clean CLI error naming where the bundle came
-    from: --model when `model` was given, else TRANSQUEUE_BUNDLE (or the bundled demo model)."""
-    from models.bundle import BundleError
-
-    try:
-        yield
     except BundleError as error:
         raise click.ClickException(f"{_bundle_origin(model, settings)}: {error}") from None
 
