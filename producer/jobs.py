@@ -148,14 +148,13 @@ class JobBuilder:
         self.options = options
         self.job_id = new_job_id()
         self.writer = store.writer(self.job_id)
-        if model is None:
-            own = self.model = model_key(store.settings)
-        else:
-            self.model = model
-            try:
-                own = model_key(store.settings)
-            except BundleError:
-                own = None
+        try:
+            own = model_key(store.settings)
+        except BundleError:
+            if model is None:
+                raise
+            own = None
+        self.model = model or own
         lengths = source_lengths(store.settings) if self.model == own else character_lengths
         self.chunker = Chunker(lengths, store.settings.chunk_size)
         self.slot_of: dict[str, int] = {}  # the most recent distinct sentences, oldest first
