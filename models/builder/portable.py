@@ -81,7 +81,7 @@ def decompose_softmax(path: Path, *, log_sum_exp: bool) -> int:
         axis = next((attribute.i for attribute in node.attribute if attribute.name == "axis"), -1)
         x, y = node.input[0], node.output[0]
         name = node.name or "softmax"
-        shifted, exp, reduced = fresh(f"{name}/shifted"), fresh(f"{name}/exp"), fresh(f"{name}/reduced")
+        shifted, reduced = fresh(f"{name}/shifted"), fresh(f"{name}/reduced")
         if log_sum_exp:
             nodes += [
                 node_("ReduceLogSumExp", [x], reduced, name, axis),
@@ -89,7 +89,7 @@ def decompose_softmax(path: Path, *, log_sum_exp: bool) -> int:
                 node_("Exp", [shifted], y, name),
             ]
         else:
-            total = fresh(f"{name}/sum")
+            exp, total = fresh(f"{name}/exp"), fresh(f"{name}/sum")
             nodes += [
                 node_("ReduceMax", [x], reduced, name, axis),
                 node_("Sub", [x, reduced], shifted, name),
