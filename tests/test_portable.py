@@ -181,27 +181,30 @@ def test_exported_graphs_hold_no_op_picked_by_instruction_set(tiny_bundle):
     assert manifest.cpu_independent("fp32") and manifest.cpu_independent("int8")
 
 
-def test_a_worker_is_warned_about_a_bundle_whose_outputs_depend_on_the_cpu(tiny_bundle, tmp_path):
-    assert check_bundle(Settings(bundle=str(tiny_bundle), precision="int8")) == []
-    older = tmp_path / "older"
-    shutil.copytree(tiny_bundle, older)
-    data = json.loads((older / MANIFEST).read_text())
-    del data["graphs"]["softmax"]  # as exported before 2026-12-02
-    (older / MANIFEST).write_text(json.dumps(data))
-    for precision in ("int8", "fp32"):
-        (warning,) = check_bundle(Settings(bundle=str(older), precision=precision), hashes=False)
-        assert str(older) in warning and "AVX-512" in warning and "export it again" in warning
-
-
-def test_a_worker_logs_the_warning_however_it_is_started(tiny_bundle, tmp_path, monkeypatch, caplog):
-    from store.config import env_settings
-    from worker import tasks
-
+@pytest.fixture
+def older_bundle(tiny_bundle, tmp_path) -> Path:
+    """A copy of the tiny bundle whose manifest reads as exported before 2026-12-02."""
     older = tmp_path / "older"
     shutil.copytree(tiny_bundle, older)
     data = json.loads((older / MANIFEST).read_text())
     del data["graphs"]["softmax"]
     (older / MANIFEST).write_text(json.dumps(data))
+    return older
+
+
+def test_a_worker_is_warned_about_a_bundle_whose_outputs_depend_on_the_cpu(tiny_bundle, older_bundle):
+    assert check_bundle(Settings(bundle=str(tiny_bundle), precision="int8")) == []
+    older = older_bundle
+    for precision in ("int8", "fp32"):
+        (warning,) = check_bundle(Settings(bundle=str(older), precision=precision), hashes=False)
+        assert str(older) in warning and "AVX-512" in warning and "export it again" in warning
+
+
+def test_a_worker_logs_the_warning_however_it_is_started(older_bundle, monkeypatch, caplog):
+    from store.config import env_settings
+    from worker import tasks
+
+    older = older_bundle
     monkeypatch.setenv("TRANSQUEUE_BUNDLE", str(older))
     env_settings.cache_clear()
     try:  # worker_init, as `transqueue worker` and `celery -A worker worker` both send it
