@@ -52,10 +52,15 @@ class PatientRetry(Retry):
 
 
 def connect(url: str, patience: float, on_wait: Callable[[Exception], None] | None = None) -> redis.Redis:
-    """A Redis client on `url` with decoded replies that retries for `patience` seconds."""
+    """A Redis client on `url` with decoded replies that retries for `patience` seconds.
+
+    Replies are decoded as UTF-8 with ``surrogateescape``: bytes that are not UTF-8 (written
+    by someone else) never fail a whole read, and a name read back deletes the same bytes.
+    What is read as a record is checked to be text (`store.errors.check_text`)."""
     return redis.Redis.from_url(
         url,
         decode_responses=True,
+        encoding_errors="surrogateescape",
         retry=PatientRetry(patience, on_wait),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,

@@ -25,7 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.errors import CorruptRecord
+from store.errors import CorruptRecord, check_text, load_json
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -74,7 +74,7 @@ class DocumentRecord:
     @classmethod
     def from_json(cls, text: str) -> DocumentRecord:
         """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
-        data = json.loads(text)
+        data = load_json(text)
         return cls(
             name=data["name"],
             fmt=data["fmt"],
@@ -103,7 +103,7 @@ class WindowRecord:
     @classmethod
     def from_json(cls, text: str) -> WindowRecord:
         """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
-        data = json.loads(text)
+        data = load_json(text)
         return cls(tuple(int(slot) for slot in data["slots"]), int(data["first_line"]))
 
 
@@ -125,7 +125,7 @@ class DeadLetter:
     @classmethod
     def from_json(cls, text: str) -> DeadLetter:
         """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
-        data = json.loads(text)
+        data = load_json(text)
         return cls(
             slot=int(data["slot"]),
             text=_text(data["text"]),
@@ -161,7 +161,8 @@ class JobInfo:
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> JobInfo:
-        """Build from the meta hash (as HGETALL returns it)."""
+        """Build from the meta hash (as HGETALL returns it); KeyError or ValueError for a hash
+        that is not a job's."""
         known = {
             "queue",
             "model",
@@ -185,6 +186,8 @@ class JobInfo:
         def opt_float(name: str) -> float | None:
             return float(h[name]) if name in h else None
 
+        for name, value in h.items():
+            check_text(name), check_text(value)
         return cls(
             job_id=job_id,
             state=h["state"],
@@ -391,10 +394,11 @@ class JobStore:
         return self._claim_fingerprint(keys=[JobKeys(job_id).meta], args=[fingerprint])
 
     def memory(self, sentences: Sequence[str], fingerprint: str) -> list[str | None]:
-        """Translation-memory lookups, one per sentence (None on a miss)."""
+        """Translation-memory lookups, one per sentence (None on a miss, and for an entry that
+        is not text: it is translated again and rewritten)."""
         if not sentences:
             return []
-        return self.client.mget([tm_key(s, fingerprint) for s in sentences])
+        return [_text_or_none(t) for t in self.client.mget([tm_key(s, fingerprint) for s in sentences])]
 
     def capped_in_memory(self, sentences: Sequence[str], fingerprint: str) -> list[bool]:
         """For each sentence: is the memory's translation one that hit the length cap?"""
@@ -526,10 +530,11 @@ class JobStore:
 
     def layout(self, job_id: str, n: int, w: int) -> str:
         """The stored layout of window `w` of document `n` of a job; MissingRecord when missing."""
-        layout = self.client.hget(JobKeys(job_id).layouts, f"{n}:{w}")
+        key = JobKeys(job_id).layouts
+        layout = self.client.hget(key, f"{n}:{w}")
         if layout is None:
             raise MissingRecord(f"job {job_id} has no layout of window {w} of document {n} (expired?)")
-        return layout
+        return _parsed(check_text, layout, f"{key} field {n}:{w}")
 
     def documents(self, job_id: str) -> list[DocumentRecord]:
         """Every document record of a job, in input order."""
@@ -545,7 +550,7 @@ class JobStore:
             numbers = range(start, min(count, start + defaults.CHUNKS_READ_AT_ONCE))
             for n, items in zip(numbers, self.client.hmget(key, [str(n) for n in numbers]), strict=True):
                 if items is not None:
-                    yield n, json.loads(items)
+                    yield n, load_json(items)
 
     def stored_chunk(self, job_id: str, chunk: int) -> list[tuple[int, str]] | None:
         """Chunk `chunk` of the job as submit stored it, (slot, sentence) pairs; None if it is
@@ -554,20 +559,25 @@ class JobStore:
         if raw is None:
             return None
         try:
-            return [(int(slot), str(text)) for slot, text in json.loads(raw)]
+            return [(int(slot), str(text)) for slot, text in load_json(raw)]
         except (ValueError, TypeError) as exc:
             raise CorruptRecord(f"chunk {chunk} of job {job_id} is not a list of pairs ({exc!r})") from None
 
     def settled(self, job_id: str, slots: Sequence[int]) -> list[bool]:
-        """For each slot: does it have a result or a dead letter already?"""
+        """For each slot: does it have a result or a dead letter already? (CorruptRecord as
+        `slot_states`.)"""
         return [state is not None for state in self.slot_states(job_id, slots)]
 
     def slot_states(self, job_id: str, slots: Sequence[int]) -> list[str | DeadLetter | None]:
-        """For each slot: its translation, its dead letter, or None while unsettled."""
+        """For each slot: its translation, its dead letter, or None while unsettled;
+        CorruptRecord naming the field of one that is not what a worker writes."""
         if not slots:
             return []
         keys = JobKeys(job_id)
         states: list[str | DeadLetter | None] = self.client.hmget(keys.results, [str(s) for s in slots])
+        for slot, state in zip(slots, states, strict=True):
+            if state is not None:
+                _parsed(check_text, state, f"{keys.results} field {slot}")
         missing = [i for i, state in enumerate(states) if state is None]
         if missing:
             dead = self.client.hmget(keys.dead, [str(slots[i]) for i in missing])
@@ -594,7 +604,7 @@ class JobStore:
         not a list of pairs."""
         for n, raw in self.client.hscan_iter(JobKeys(job_id).chunks, count=defaults.CHUNKS_READ_AT_ONCE):
             try:
-                items = json.loads(raw)
+                items = load_json(raw)
                 slots = [int(slot) for slot, _ in items]
                 number = int(n)
             except (ValueError, TypeError) as exc:
@@ -643,7 +653,7 @@ class JobStore:
         are not JSON objects left out: this list is only ever read to show and count)."""
         for raw in self.client.lrange(ORPHANS_KEY, 0, -1):
             with contextlib.suppress(ValueError):
-                record = json.loads(raw)
+                record = load_json(raw)
                 if isinstance(record, dict):
                     yield record
 
@@ -659,7 +669,7 @@ class JobStore:
             raw = self.client.hgetall(STATS_KEY)
         except redis.ResponseError:  # not a hash
             return {}
-        return {k: int(v) for k, v in raw.items() if re.fullmatch(r"-?\d{1,18}", v)}
+        return {k: int(v) for k, v in raw.items() if _text_or_none(k) and re.fullmatch(r"-?\d{1,18}", v)}
 
 
 def _text(value: object) -> str:
@@ -669,9 +679,17 @@ def _text(value: object) -> str:
     return value
 
 
+def _text_or_none(value: str | None) -> str | None:
+    """`value` if it is text (`store.errors.check_text`), else None."""
+    try:
+        return None if value is None else check_text(value)
+    except ValueError:
+        return None
+
+
 def _error_record(raw: str) -> dict[str, object]:
     """An entry of a job's error list, which names its ``error`` and ``worker`` (strings)."""
-    data = json.loads(raw)
+    data = load_json(raw)
     if not (
         isinstance(data, dict) and isinstance(data.get("error"), str) and isinstance(data.get("worker"), str)
     ):

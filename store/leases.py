@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from store import defaults, scripts
+from store.errors import load_json
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
 from store.queues import check_chunk_queue, queue_length, send_chunks, send_delivery
 
@@ -167,7 +168,7 @@ class LeaseStore:
             return None
         entry, job_chunks = claimed
         try:
-            data = json.loads(entry)
+            data = load_json(entry)
             return LostRun(job_id, chunk, data["items"], data["worker"], data["queue"], int(job_chunks))
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("dropped the corrupt run entry %s of %s: %r", field, RUNNING_KEY, exc)
@@ -178,7 +179,7 @@ class LeaseStore:
 def _claimed(entry: str | None) -> bool:
     """Whether a run entry is marked as claimed by a sweeper (`scripts.CLAIM_LOST`)."""
     try:
-        run = json.loads(entry) if entry is not None else None
+        run = load_json(entry) if entry is not None else None
     except ValueError:  # a corrupt entry: the sweeper drops it
         return False
     return isinstance(run, dict) and run.get("requeued") is True

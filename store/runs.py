@@ -16,7 +16,7 @@ import redis
 from redis.lock import Lock
 
 from store import defaults
-from store.errors import CorruptRecord
+from store.errors import CorruptRecord, check_text, load_json
 from store.keys import InboxKeys, quoted
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class InboxRun:
     def from_json(cls, text: str) -> InboxRun:
         """Parse what `to_json` wrote; ValueError or TypeError for anything else (a field
         missing, unknown or of another type)."""
-        data = json.loads(text)
+        data = load_json(text)
         if not isinstance(data, dict):
             raise TypeError(f"{quoted(data)} is not a JSON object")
         run = cls(**data)
@@ -159,8 +159,15 @@ class RunStore:
     def replace_corrupt(self, name: str) -> None:
         """Replace each record of the entry that is not a run by a failed run that says so
         (and log it): `transqueue runs` then shows what happened, and the record is trimmed
-        as any other. The valid records are left as they are."""
+        as any other. A record whose entry name is not text is dropped (logged). The valid
+        records are left as they are."""
         for problem in self.read(name)[1]:
+            try:
+                check_text(problem.run_id)
+            except ValueError:  # bytes that are not UTF-8: no run can bear that id
+                logger.warning("%s: dropped", problem)
+                self.client.hdel(InboxKeys(name).runs, problem.run_id)
+                continue
             logger.warning("%s: replaced by a failed run", problem)
             now = time.time()
             message = f"the stored record was replaced: {problem}"

@@ -500,6 +500,24 @@ def test_corrupt_dead_letters_errors_and_orphans_are_one_line_not_a_traceback(re
         assert f"Error: {keys.dead} field 0 is not a record of this transqueue" in result.output, command
 
 
+def test_stored_bytes_that_are_not_utf8_are_one_line_naming_the_field(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    keys = JobKeys(job_id)
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    store.client.hset(keys.results, "1", "晚安\udcff")  # the client writes the byte 0xff
+    result = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"Error: {keys.results} field 1 is not a record of this transqueue" in result.output
+    assert "not UTF-8 text (character 2)" in result.output
+    store.client.hset(keys.meta, "note", "\udcff")
+    for command in ("status", "fetch"):
+        result = CliRunner().invoke(main, [command, job_id], env=env)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert f"Error: {keys.meta} does not hold a job (ValueError('not UTF-8 text" in result.output
+    result = CliRunner().invoke(main, ["jobs"], env=env)  # lists the others
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+
+
 def test_fetch_stopped_part_way_keeps_the_records_of_the_outputs_there(redis_server, tmp_path, monkeypatch):
     """A --follow fetch stopped while it waits for the first document (cancelled here, or
     Ctrl-C) never reaches the others, whose outputs an earlier fetch wrote: their records

@@ -69,6 +69,11 @@ CORRUPT_RUNS = {
     "0000000000001-0006": '{"run_id": "other", "inbox": "docs", "started": 1, "state": "failed"}',
     "0000000000001-0007": '{"run_id": "0000000000001-0007", "inbox": "docs", "started": 1, '
     '"state": "failed", "surprise": 1}',
+    # the client writes a lone surrogate as the byte it escapes: 0xff is no UTF-8
+    "0000000000001-0008": '{"run_id": "0000000000001-0008", "inbox": "docs", "started": 1, '
+    '"state": "failed", "message": "\udcff"}',
+    "0000000000001-0009": '{"run_id": "0000000000001-0009", "inbox": "docs", "started": 1, '
+    '"state": "failed", "message": "\\udcff"}',
 }
 
 
@@ -413,3 +418,14 @@ def test_names_of_files_in_progress_are_passed_over(store, entry):
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["a.txt"]
     assert (run.skipped, run.invalid) == ({}, {})
+
+
+def test_a_run_record_whose_entry_name_is_not_utf8_is_dropped_by_the_scan(store, entry):
+    submitted = run_inbox(store, entry)
+    store.client.hset(InboxKeys("docs").runs, "0000000000001-\udcff", "{}")  # the byte 0xff
+    runs, (problem,) = store.runs.read("docs")
+    assert runs == [submitted] and "'0000000000001-\\udcff' is not a run record" in str(problem)
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    runs, corrupt = store.runs.read("docs")
+    assert not corrupt and submitted in runs
+    assert "0000000000001-\udcff" not in store.client.hkeys(InboxKeys("docs").runs)

@@ -368,3 +368,20 @@ def test_the_index_stays_near_the_live_jobs(store):
     make_job(store, "new")  # each submit prunes the oldest entries of the index
     assert store.client.zrange("tq:jobs", 0, -1) == ["new"]
     assert store.job_ids() == ["new"]
+
+
+def test_stored_bytes_that_are_not_utf8_are_corrupt_records_or_misses_never_a_failed_read(store):
+    """The client writes a lone surrogate as the byte it escapes (0xff is no UTF-8)."""
+    job_id = make_job(store)
+    store.client.set(tm_key("s0", FP), "\udcff")
+    assert store.memory(["s0"], FP) == [None]  # translated again
+    store.client.hset(JobKeys(job_id).layouts, "0:0", "\udcff")
+    with pytest.raises(CorruptRecord, match="layouts field 0:0 .*not UTF-8 text"):
+        store.layout(job_id, 0, 0)
+    store.client.hset(JobKeys(job_id).docs, "0", '{"name": "\\udcff"}')  # an escape that spells it
+    with pytest.raises(CorruptRecord, match="docs field 0 .*not UTF-8 text"):
+        store.document(job_id, 0)
+    store.client.hset(STATS_KEY, mapping={"translated": "\udcff", "\udcff": "1", "dead": "2"})
+    assert store.stats() == {"dead": 2}
+    store.client.lpush("tq:orphans", '{"job": "\udcff"}')
+    assert list(store.orphans()) == [] and store.orphan_count() == 1

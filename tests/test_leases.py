@@ -282,3 +282,17 @@ def test_a_stalled_job_s_unsettled_chunks_are_sent_again_once(store):
     assert second.stalls(now=31.0, after=30.0) == []  # one sweeper sends them
     assert queue_length(store.settings, "leases-test") == 1  # chunk 1 only: chunk 0 is settled
     assert list(store.unsettled_chunks("s")) == [(1, [[1, "Two."]])]
+
+
+def test_bytes_that_are_not_utf8_in_the_run_entries_stop_no_sweep(store, redis_server):
+    raw = redis.Redis.from_url(redis_server.url)  # writes bytes as they are
+    raw.hset(RUNNING_KEY, mapping={b"j:\xff": b"{}", b"j:2": b'{"items": "\xff"}'})
+    raw.zadd(JOBS_KEY, {b"\xffbad": 0})
+    store.leases.start("j", 1, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(1))  # a real lost run
+    sweeper = Sweeper(store, grace=0.0)
+    (lost,) = sweeper.sweep()
+    assert (lost.job_id, lost.chunk) == ("j", 1)
+    assert raw.hkeys(RUNNING_KEY) == [b"j:1"]  # the corrupt entries are gone, whatever their bytes
+    assert sweeper.stalls(now=0.0, after=30.0) == []
+    assert raw.zrange(JOBS_KEY, 0, -1) == [b"j"]
