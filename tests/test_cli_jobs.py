@@ -342,6 +342,7 @@ def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path)
     os.mkfifo(inputs / "pipe.txt")
     (inputs / "long.txt").write_text("Fine.\n" + "x" * 200_000 + "\n")
     (inputs / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    (inputs / "odd\udcff.txt").write_text("Fine.\n")  # the name's byte 0xff is no UTF-8
     env = {**os.environ, "TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_MAX_LINE_BYTES": "150000"}
 
     def submit(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -351,7 +352,7 @@ def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path)
     out = ["--out", tmp_path / "out", "--field", "text"]
     strict = submit(inputs, *out, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
-    assert strict.stderr.splitlines()[-1] == "Error: nothing submitted: 3 of 5 files failed (--strict)"
+    assert strict.stderr.splitlines()[-1] == "Error: nothing submitted: 4 of 6 files failed (--strict)"
     assert list(store.job_ids()) == []
 
     done = submit(inputs, *out)
@@ -359,8 +360,9 @@ def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path)
     assert done.stderr.splitlines() == [
         f"error: {inputs / 'deep.jsonl'}:1:257: invalid JSON: nested deeper than 256 arrays and objects",
         f"error: {inputs / 'long.txt'}:2: line longer than 150,000 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"error: {inputs}/odd\\udcff.txt: the file name is not UTF-8, which a job cannot store",
         f"error: {inputs / 'pipe.txt'}: not a regular file (a FIFO); not read",
-        "submitted 2 of 5 files; 3 failed",
+        "submitted 2 of 6 files; 4 failed",
     ]
     job_id = done.stdout.strip()
     assert [record.name for record in store.documents(job_id)] == [
