@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from tqdm import tqdm
 
 from cli.common import (
@@ -63,7 +64,16 @@ def load_translator(
             return Translator(model, precision=precision, threads=1, session=session)
         return Translator(model, precision=precision, threads=threads)
     except (BundleError, OSError, ValueError) as error:
-        raise click.ClickException(f"cannot load the model: {error}") from None
+        raise click.ClickException(f"cannot load the model: {_named_by_variable(model)}{error}") from None
+
+
+def _named_by_variable(model: Path | None) -> str:
+    """``TRANSQUEUE_BUNDLE='DIR': `` when the running command took `model` from the
+    variable, so that an error says where the directory came from; else nothing."""
+    ctx = click.get_current_context(silent=True)
+    if model is None or ctx is None or ctx.get_parameter_source("model") is not ParameterSource.ENVIRONMENT:
+        return ""
+    return f"{BUNDLE_VARIABLE}={str(model)!r}: "
 
 
 @click.command("translate")

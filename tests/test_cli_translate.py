@@ -296,6 +296,13 @@ def test_the_model_comes_from_transqueue_bundle_as_for_workers(tmp_path):
     passed = CliRunner().invoke(main, ["translate", "--model", str(tmp_path / "none"), "-"], env=env)
     assert passed.exit_code == 2 and "Invalid value for '--model'" in passed.output
     assert "TRANSQUEUE_BUNDLE" not in passed.output
+    for variable_first in (True, False):  # a directory that is no bundle
+        env = {"TRANSQUEUE_BUNDLE": str(tmp_path)} if variable_first else {}
+        args = [] if variable_first else ["--model", str(tmp_path)]
+        result = CliRunner().invoke(main, ["translate", *args, "-"], input="Hello.\n", env=env)
+        assert result.exit_code == 1, result.output
+        named = f"TRANSQUEUE_BUNDLE={str(tmp_path)!r}: " if variable_first else ""
+        assert result.output.startswith(f"Error: cannot load the model: {named}{tmp_path}: not a transqueue")
 
 
 def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny_bundle):
