@@ -31,7 +31,7 @@ import redis
 from store import defaults, scripts
 from store.errors import load_json
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
-from store.queues import check_chunk_queue, queue_length, send_chunks, send_delivery
+from store.queues import BadQueue, check_chunk_queue, queue_length, send_chunks, send_delivery
 
 if TYPE_CHECKING:
     from store.jobstore import JobInfo, JobStore
@@ -254,6 +254,8 @@ class Sweeper:
         """Claim the run of a ``tq:running`` field if it was lost, and requeue its chunk; None
         if it was not lost, or if it fails (logged): one bad entry never stops the pass."""
         try:
+            if self._served_elsewhere(field):
+                return None
             lost = self.leases.claim_lost(field)
             if lost is not None:
                 self.requeue(lost)
@@ -261,6 +263,24 @@ class Sweeper:
         except (ValueError, redis.ResponseError) as exc:  # a corrupt record
             logger.warning("lost run %s of %s not requeued: %s", field, RUNNING_KEY, exc)
             return None
+
+    def _served_elsewhere(self, field: str) -> bool:
+        """Whether the run of a ``tq:running`` field was taken from a queue that is not one of
+        this deployment's chunk queues but that live workers consume (another deployment on
+        the same Redis, `JobStore.serving`): their sweeper requeues it, where this one could
+        only claim it and send nothing. A corrupt entry is this sweeper's to drop."""
+        entry = self.store.client.hget(RUNNING_KEY, field)
+        try:
+            queue = load_json(entry)["queue"] if entry is not None else None
+        except (ValueError, KeyError, TypeError):
+            return False
+        if not isinstance(queue, str):
+            return False
+        try:
+            check_chunk_queue(self.settings, queue)
+        except BadQueue:
+            return self.store.serving(queue) > 0
+        return False
 
     def stalls(self, now: float | None = None, after: float = defaults.STALL_AFTER) -> list[str]:
         """Send again the unsettled chunks of every job that made no progress for `after`

@@ -296,3 +296,14 @@ def test_bytes_that_are_not_utf8_in_the_run_entries_stop_no_sweep(store, redis_s
     assert raw.hkeys(RUNNING_KEY) == [b"j:1"]  # the corrupt entries are gone, whatever their bytes
     assert sweeper.stalls(now=0.0, after=30.0) == []
     assert raw.zrange(JOBS_KEY, 0, -1) == [b"j"]
+
+
+def test_a_lost_run_of_another_deployment_s_live_queue_is_left_to_its_sweeper(store):
+    other = JobStore.from_settings(Settings(redis_url=store.settings.redis_url, queue="other", lease_ttl=1.0))
+    store.leases.start("j", 0, ITEMS, "host:1", "other")
+    store.client.delete(JobKeys("j").lease(0))  # lost
+    store.announce("host:2:1", "other", ttl=10.0)  # a live worker of that deployment
+    assert Sweeper(store, grace=0.0).sweep() == []  # not claimed by this deployment's sweeper
+    (lost,) = Sweeper(other, grace=0.0).sweep()
+    assert (lost.job_id, lost.chunk, lost.queue) == ("j", 0, "other")
+    assert queue_length(other.settings, "other") == 1
