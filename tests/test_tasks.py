@@ -12,6 +12,7 @@ from celery.exceptions import Reject
 from distributed_support import RedisServer, wait_for
 
 from store.config import Settings
+from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from store.keys import JobKeys
 from store.queues import DELIVER_TASK
@@ -268,16 +269,28 @@ def test_a_redis_out_of_memory_sends_the_chunk_back_not_aside(server, monkeypatc
     _wire(monkeypatch, settings)
     monkeypatch.setattr(tasks, "BUSY_REDIS_PAUSE_S", 0.01)
     client = server.client()
+    monkeypatch.setattr(tasks, "REFUSALS", tasks.RefusalPause())
     client.config_set("maxmemory", "1")
     try:
-        with pytest.raises(Reject) as rejected:
-            tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+        for _ in range(3):
+            with pytest.raises(Reject) as rejected:
+                tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
     finally:
         client.config_set("maxmemory", "0")
     assert rejected.value.requeue and "OutOfMemoryError" in str(rejected.value.reason)
     assert list(store.orphans()) == [] and store.errors("j") == []
+    assert tasks.REFUSALS.in_a_row == 3  # each pause longer than the last
     tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
-    assert store.info("j").finished
+    assert store.info("j").finished and tasks.REFUSALS.in_a_row == 0
+
+
+def test_the_pause_before_a_refused_chunk_goes_back_doubles_up_to_a_cap():
+    pause = tasks.RefusalPause()
+    pauses = [pause.next() for _ in range(100)]
+    assert pauses[:5] == [BUSY_REDIS_PAUSE_S * 2**n for n in range(5)]
+    assert max(pauses) == pauses[-1] == BUSY_REDIS_MAX_PAUSE_S
+    pause.reset()
+    assert pause.next() == BUSY_REDIS_PAUSE_S
 
 
 @pytest.mark.parametrize(

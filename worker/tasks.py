@@ -13,7 +13,7 @@ from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
-from store.defaults import BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
+from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
 from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
@@ -123,6 +123,7 @@ def translate_chunk(*args: object, **kwargs: object) -> None:
             raise _requeued(f"chunk {chunk} of job {job_id}: {exc!r}", exc) from exc
         _drop(store, args, exc)  # the job's records are bad: retrying could only fail again
         return
+    REFUSALS.reset()  # Redis took the run's first writes
     if info is not None and info.state == CANCELLED:
         return
     if info is None or run is None or run.state == GONE:  # the job is gone (or expired just now)
@@ -153,13 +154,37 @@ def redis_away(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
 
 
+class RefusalPause:
+    """The pause before a chunk goes back to the queue because Redis answered that it takes
+    no writes for now: `BUSY_REDIS_PAUSE_S`, doubled for each such chunk in a row, up to
+    `BUSY_REDIS_MAX_PAUSE_S`, so that a Redis that stays busy or full is not asked again
+    every second for each waiting message; `reset` once a chunk's run starts."""
+
+    def __init__(self) -> None:
+        self.in_a_row = 0
+
+    def next(self) -> float:
+        """Seconds to wait before this refusal's chunk goes back; counts the refusal."""
+        pause = min(BUSY_REDIS_PAUSE_S * 2 ** min(self.in_a_row, 32), BUSY_REDIS_MAX_PAUSE_S)
+        self.in_a_row += 1
+        return pause
+
+    def reset(self) -> None:
+        """Redis took a run's writes: the next refusal pauses `BUSY_REDIS_PAUSE_S` again."""
+        self.in_a_row = 0
+
+
+#: This process's refusals in a row (each pool process has its own).
+REFUSALS = RefusalPause()
+
+
 def _requeued(reason: str, exc: BaseException) -> Reject:
     """The Reject that sends a chunk back to the queue because Redis is away (`redis_away`).
-    A Redis that answered at once (busy, out of memory) is given `BUSY_REDIS_PAUSE_S` first,
-    so that the message does not go round the queue in a tight loop; a connection lost has
-    already been waited for by the patient store."""
+    A Redis that answered at once (busy, out of memory) is given a pause first
+    (`RefusalPause`), so that the message does not go round the queue in a tight loop; a
+    connection lost has already been waited for by the patient store."""
     if isinstance(exc, redis.ResponseError):
-        time.sleep(BUSY_REDIS_PAUSE_S)
+        time.sleep(REFUSALS.next())
     return Reject(reason, requeue=True)
 
 
