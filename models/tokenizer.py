@@ -2,7 +2,9 @@
 
 Encoding follows MarianTokenizer: source.spm pieces are mapped to ids through
 vocab.json (unknown pieces become `<unk>`), `</s>` is appended, and the target-language
-token, when the bundle has one, is put first. Decoding maps ids back to pieces and
+token, when the bundle has one, is put first. The source text goes through source.spm's
+charsmap here (`models.charsmap`, SentencePiece's longest match), then through the rest of
+source.tokenizer.json's normalizer and its unigram model in `tokenizers`. Decoding maps ids back to pieces and
 applies target.spm's decoding (the target tokenizer's decoder), then strips, as
 MarianTokenizer.decode does with skip_special_tokens=True.
 
@@ -15,12 +17,15 @@ not know (its `<unk>`, which MarianTokenizer still looks up by their text) are s
 
 from __future__ import annotations
 
+import base64
 import bisect
 import json
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
+
+from models.charsmap import Charsmap
 
 
 class PieceTable:
@@ -76,6 +81,29 @@ def _decoder(target: dict):
     return Tokenizer.from_str(json.dumps(stub)).decoder
 
 
+def _charsmap_steps(source: dict) -> tuple[str, Charsmap | None]:
+    """Take the charsmap out of a source tokenizer's normalizer (its ``Precompiled`` step,
+    with the ``Prepend`` steps before it), so that `models.charsmap` applies it as
+    SentencePiece does; returns what those steps prepend to a non-empty text, and the
+    charsmap (None where there is none). ValueError for a normalizer that applies a
+    charsmap after any other step (`transqueue export` never writes one)."""
+    normalizer = source.get("normalizer")
+    if normalizer is None:
+        return "", None
+    steps = normalizer["normalizers"] if normalizer["type"] == "Sequence" else [normalizer]
+    kinds = [step["type"] for step in steps]
+    if "Precompiled" not in kinds:
+        return "", None
+    at = kinds.index("Precompiled")
+    if set(kinds[:at]) - {"Prepend"} or "Precompiled" in kinds[at + 1 :]:
+        raise ValueError(f"a source normalizer of steps {kinds} applies its charsmap after other steps")
+    prefix = "".join(step["prepend"] for step in reversed(steps[:at]))
+    charsmap = Charsmap(base64.b64decode(steps[at]["precompiled_charsmap"]))
+    rest = steps[at + 1 :]
+    source["normalizer"] = {"type": "Sequence", "normalizers": rest} if rest else None
+    return prefix, charsmap
+
+
 class MarianCodec:
     """Text ↔ Marian ids for one bundle."""
 
@@ -87,10 +115,12 @@ class MarianCodec:
         unk_id: int,
         prefix_ids: tuple[int, ...] = (),
     ) -> None:
-        source = Path(source_file).read_text(encoding="utf-8")
-        self._source = Tokenizer.from_str(source)
+        source = json.loads(Path(source_file).read_text(encoding="utf-8"))
+        #: What the text goes through before `tokenizers`: a prefix, then the charsmap.
+        self._prefix, self._charsmap = _charsmap_steps(source)
+        self._source = Tokenizer.from_str(json.dumps(source))
         #: The id source.spm gives pieces it does not know.
-        self._source_unk_id = json.loads(source)["model"].get("unk_id")
+        self._source_unk_id = source["model"].get("unk_id")
         del source
         target = json.loads(Path(target_file).read_text(encoding="utf-8"))
         vocab: dict[str, int] = target["model"]["vocab"]  # vocab.json, for the load only
@@ -109,13 +139,19 @@ class MarianCodec:
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
 
+    def _segmented(self, text: str) -> Encoding:
+        """`text` normalized and segmented as source.spm does it."""
+        if self._charsmap is not None:
+            text = self._charsmap.normalize(self._prefix + text if text else text)
+        return self._source.encode(text, add_special_tokens=False)
+
     def pieces(self, text: str) -> list[str]:
         """The source pieces of `text`, as source.spm segments it."""
-        return self._source.encode(text, add_special_tokens=False).tokens
+        return self._segmented(text).tokens
 
     def pieces_and_ids(self, text: str) -> tuple[list[str], list[int]]:
         """The source pieces of `text` and their vocab.json ids (`<unk>` where it lacks one)."""
-        encoding = self._source.encode(text, add_special_tokens=False)
+        encoding = self._segmented(text)
         pieces, source_ids = encoding.tokens, encoding.ids
         ids = self._by_source_id[source_ids].tolist()
         for position, source_id in enumerate(source_ids):

@@ -12,13 +12,10 @@ escape_whitespaces writes every space as ▁.
 so it adds the prefix only where the text cannot (opus-mt's nmt_nfkc, whose charsmap maps
 ▁ to a space, with remove_extra_whitespaces); elsewhere a Prepend normalizer adds it.
 
-The charsmap itself is `tokenizers`' Precompiled, the only component that applies one. It
-rewrites text grapheme cluster by grapheme cluster, where SentencePiece takes the longest
-match: a cluster under 6 bytes that begins with something the charsmap rewrites becomes the
-rewrite of its shortest such beginning alone (a full-width letter and a combining accent
-become the plain letter; a CR LF pair, under nmt_nfkc, one space), and one of 6 bytes or
-more is rewritten character by character, without SentencePiece's compositions (a Hangul
-syllable in conjoining jamo). No component does otherwise: README's export section says so.
+The charsmap itself is written as `tokenizers`' Precompiled step, the only component that
+holds one; the runtime takes that step out and applies the charsmap as SentencePiece does
+(`models.charsmap`: Precompiled rewrites grapheme cluster by grapheme cluster, where
+SentencePiece takes the longest match).
 """
 
 from __future__ import annotations
@@ -79,8 +76,8 @@ def _needs_carrier(spec: spm_model.NormalizerSpec) -> bool:
 
 
 def problems(spec: spm_model.NormalizerSpec, whitespace_as_suffix: bool) -> list[str]:
-    """What in a NormalizerSpec `tokenizers` cannot reproduce exactly, beyond Precompiled's
-    grapheme clusters (empty when nothing).
+    """What in a NormalizerSpec the source tokenizer cannot reproduce exactly (empty when
+    nothing).
 
     `whitespace_as_suffix` is the TrainerSpec's treat_whitespace_as_suffix.
     """
@@ -108,7 +105,8 @@ def pipeline(
     """The normalizer and pre-tokenizer that give the text SentencePiece's unigram model
     segments (spaces written ▁ where escape_whitespaces is set).
 
-    Exact beyond Precompiled's grapheme clusters where `problems(spec, ...)` is empty.
+    Exact where `problems(spec, ...)` is empty, with the charsmap applied as the runtime
+    applies it (`models.tokenizer`).
     """
     charsmap = spec.precompiled_charsmap
     steps: list[normalizers.Normalizer] = []

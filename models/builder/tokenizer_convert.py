@@ -5,8 +5,8 @@ the segmentation) and build a Precompiled normalizer even from an empty charsmap
 (which makes `tokenizers` panic). Here each side is converted on its own terms:
 
 - source.tokenizer.json: the source.spm unigram model with its own pieces and scores,
-  its own normalizer rules (`spm_normalizer`: exact but for some grapheme clusters under
-  a charsmap, or refused by `problems`), and Marian's special tokens split out first. The runtime
+  its own normalizer rules (`spm_normalizer`: exact, the charsmap applied by the runtime,
+  or refused by `problems`), and Marian's special tokens split out first. The runtime
   maps the produced pieces to ids through vocab.json, exactly as MarianTokenizer does.
 - target.tokenizer.json: a word-level model over vocab.json, so that generated ids map
   straight back to pieces, with a decoder equal to SentencePiece's `decode_pieces` on
@@ -45,8 +45,7 @@ def _problems(proto: spm_model.ModelProto) -> list[str]:
 
 
 def problems(source_spm: Path) -> list[str]:
-    """What in source.spm the source tokenizer cannot reproduce exactly (empty when nothing;
-    the grapheme clusters `spm_normalizer` describes aside)."""
+    """What in source.spm the source tokenizer cannot reproduce exactly (empty when nothing)."""
     return _problems(_load_spm(source_spm))
 
 

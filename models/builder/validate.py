@@ -43,6 +43,7 @@ HARD_STRINGS = (
     "struck <s>$20</s> now $15, <s>old</s>",
     "東京 你好 中文 汉字",
     "naïve café résumé e\u0301",
+    "clusters: Ａ\u0301 e\u0323\u0302 ｶﾞ \u1100\u1161 a\r\nb",
     "\u3000ideographic space and\u00a0nbsp",
     "ﬁ ligature ㍻ ㌀",
     "Pneumonoultramicroscopicsilicovolcanoconiosis" * 8,

@@ -1,0 +1,63 @@
+"""models.charsmap against SentencePiece's own normalizer, on opus-mt's nmt_nfkc charsmap
+(the demo bundle's source tokenizer keeps it); every other rule and setting is checked
+through the whole source tokenizer in test_tokenizer_normalizers."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import sentencepiece as spm
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from tokenizers import normalizers
+
+from models.bundle import default_bundle_dir
+from models.charsmap import Charsmap
+
+
+@pytest.fixture(scope="module")
+def nmt_nfkc() -> bytes:
+    source = json.loads((default_bundle_dir() / "source.tokenizer.json").read_text(encoding="utf-8"))
+    (precompiled,) = [s for s in source["normalizer"]["normalizers"] if s["type"] == "Precompiled"]
+    return base64.b64decode(precompiled["precompiled_charsmap"])
+
+
+REFERENCE = spm.SentencePieceNormalizer(
+    rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False, remove_extra_whitespaces=False
+)
+
+#: Clusters `tokenizers`' Precompiled rewrites otherwise than SentencePiece's longest match.
+CLUSTERS = ["Ａ\u0301", "e\u0323\u0302", "ｶﾞ", "\u1100\u1161", "a\r\nb", "A\u030a\u0301"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(
+            st.sampled_from([*CLUSTERS, "ﬁ", "½", "㍻", "\t", "\u3000", "\u200b", " "]), st.characters()
+        ),
+        max_size=20,
+    ).map("".join)
+)
+@example(text="")
+@example(text="Plain English, nothing to rewrite.")
+def test_text_is_rewritten_as_sentencepiece_rewrites_it(nmt_nfkc, text):
+    if any(0xD800 <= ord(c) < 0xE000 for c in text):
+        text = "".join(c for c in text if not 0xD800 <= ord(c) < 0xE000)  # no UTF-8 for these
+    assert Charsmap(nmt_nfkc).normalize(text) == REFERENCE.normalize(text)
+
+
+@pytest.mark.parametrize("text", CLUSTERS)
+def test_grapheme_clusters_get_sentencepieces_longest_match_not_tokenizers_rewrite(nmt_nfkc, text):
+    ours, precompiled = (
+        Charsmap(nmt_nfkc).normalize(text),
+        normalizers.Precompiled(nmt_nfkc).normalize_str(text),
+    )
+    assert ours == REFERENCE.normalize(text) != precompiled
+
+
+def test_a_truncated_charsmap_is_refused(nmt_nfkc):
+    with pytest.raises(ValueError, match="not a precompiled charsmap"):
+        Charsmap(nmt_nfkc[:1000])
