@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
+
+#: The key of source.tokenizer.json's Precompiled step that lists source.spm's user-defined
+#: pieces (written by `models.builder.tokenizer_convert`; `tokenizers` ignores it).
+VERBATIM_KEY = "transqueue_verbatim"
 
 #: SentencePiece keeps the first 32 matches of a lookup and takes the longest of them
 #: (normalizer.cc, kMaxTrieResultsSize).
@@ -47,9 +52,11 @@ def _utf8_length(lead: int) -> int:
 
 
 class Charsmap:
-    """A precompiled charsmap, applied by `normalize` as SentencePiece applies it."""
+    """A precompiled charsmap, applied by `normalize` as SentencePiece applies it; where one
+    of the `verbatim` strings (the model's user-defined pieces) starts, the longest of them
+    is kept as it is, before any key is looked up (normalizer.cc's PrefixMatcher)."""
 
-    def __init__(self, charsmap: bytes) -> None:
+    def __init__(self, charsmap: bytes, verbatim: Sequence[str] = ()) -> None:
         (size,) = struct.unpack_from("<I", charsmap)
         if size % 4 or 4 + size > len(charsmap):
             raise ValueError(f"not a precompiled charsmap: a trie of {size} bytes in {len(charsmap)}")
@@ -65,7 +72,12 @@ class Charsmap:
         #: without such a place is left as it is, found without a step of Python.
         anywhere = _byte_class(ascii_keys | {b for b in starts if b >= 0x80})
         before_non_ascii = _byte_class({b for b in starts if b < 0x80} - ascii_keys) + rb"(?=[\x80-\xff])"
-        self._starts = re.compile(anywhere + b"|" + before_non_ascii) if starts else None
+        symbols = sorted({v.encode("utf-8") for v in verbatim if v}, key=len, reverse=True)
+        #: The user-defined pieces, longest first: the first alternative that matches wins.
+        self._verbatim = re.compile(b"|".join(map(re.escape, symbols))) if symbols else None
+        places = [anywhere, before_non_ascii] if starts else []
+        places += [self._verbatim.pattern] if self._verbatim else []
+        self._starts = re.compile(b"|".join(places)) if places else None
 
     def _child(self, node: int, byte: int) -> int | None:
         """The unit that `byte` leads to among the children at `node`, or None."""
@@ -86,6 +98,8 @@ class Charsmap:
 
     def _longest(self, data: bytes, start: int) -> tuple[int, int]:
         """(length, replacement offset) of the longest key at `data[start:]`; (0, 0) if none."""
+        if not self._units:
+            return 0, 0
         units, node = self._units, _offset(self._units[0])
         longest, value, matches = 0, 0, 0
         for i in range(start, len(data)):
@@ -116,6 +130,10 @@ class Charsmap:
         out, kept = bytearray(), 0
         while found is not None:
             position = found.start()
+            symbol = self._verbatim.match(data, position) if self._verbatim else None
+            if symbol:
+                found = self._starts.search(data, symbol.end())
+                continue
             length, value = self._longest(data, position)
             if length:
                 out += data[kept:position]

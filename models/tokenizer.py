@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from models.charsmap import Charsmap
+from models.charsmap import VERBATIM_KEY, Charsmap
 
 
 class PieceTable:
@@ -98,7 +98,7 @@ def _charsmap_steps(source: dict) -> tuple[str, Charsmap | None]:
     if set(kinds[:at]) - {"Prepend"} or "Precompiled" in kinds[at + 1 :]:
         raise ValueError(f"a source normalizer of steps {kinds} applies its charsmap after other steps")
     prefix = "".join(step["prepend"] for step in reversed(steps[:at]))
-    charsmap = Charsmap(base64.b64decode(steps[at]["precompiled_charsmap"]))
+    charsmap = Charsmap(base64.b64decode(steps[at]["precompiled_charsmap"]), steps[at].get(VERBATIM_KEY, ()))
     rest = steps[at + 1 :]
     source["normalizer"] = {"type": "Sequence", "normalizers": rest} if rest else None
     return prefix, charsmap

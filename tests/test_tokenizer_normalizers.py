@@ -190,3 +190,54 @@ def test_a_charsmap_that_deletes_gets_its_prefix_from_a_tab_it_rewrites_as_a_spa
     tokenizer = source_tokenizer(path)
     for text in ("\x7f", "\x7f\x7fa", "\ta\x7f", " \x7f "):
         assert tokenizer.encode(text).tokens == processor.encode(text, out_type=str), text
+
+
+#: User-defined pieces: one the nmt_nfkc charsmap would rewrite (full-width), one with a
+#: combining accent, one inside common words, and Marian-like tags.
+USER_DEFINED = ["ｘｙ", "e\u0301t", "th", "<sep>", ">>cmn_Hans<<"]
+USER_TEXTS = st.lists(
+    st.one_of(
+        st.sampled_from([*USER_DEFINED, "ｘ", "ｙ", "e\u0301", "the cat", " ", "  ", "Ａ\u0301"]),
+        st.characters(),
+    ),
+    max_size=12,
+).map(lambda parts: "".join(c for c in "".join(parts) if not 0xD800 <= ord(c) < 0xE000 and c != "<"))
+
+
+@pytest.fixture(scope="module", params=["nmt_nfkc", "identity"])
+def user_side(request, tmp_path_factory):
+    """A model with user-defined pieces and five normal pieces marked unused."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=300,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        normalization_rule_name=request.param,
+        user_defined_symbols=USER_DEFINED,
+    )
+    proto = spm_model.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    normal = [
+        p for p in proto.pieces if p.type == 1 and len(p.piece) > 2 and not {"th", "ｘ", "ｙ"} & set(p.piece)
+    ]
+    for piece in normal[:5]:
+        piece.type = 5  # UNUSED: SentencePiece never segments into it
+    side = Side(tmp_path_factory.mktemp("user") / request.param, proto.SerializeToString(), request.param)
+    side.unused = [piece.piece.replace("▁", " ") for piece in normal[:5]]
+    return side
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=USER_TEXTS)
+@example(text="ｘｙ and e\u0301t, the <sep> >>cmn_Hans<< with")
+def test_user_defined_pieces_win_and_unused_pieces_never_come_out_as_in_sentencepiece(user_side, text):
+    assert user_side.codec.pieces_and_ids(text) == user_side.expected(text)
+
+
+def test_text_of_unused_pieces_is_segmented_into_others_as_in_sentencepiece(user_side):
+    for text in user_side.unused:
+        assert user_side.codec.pieces_and_ids(text) == user_side.expected(text), text

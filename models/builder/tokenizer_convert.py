@@ -24,9 +24,13 @@ from sentencepiece import sentencepiece_model_pb2 as spm_model
 from tokenizers import AddedToken, Tokenizer, decoders, models
 
 from models.builder import spm_normalizer
+from models.charsmap import VERBATIM_KEY
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
-_UNKNOWN, _CONTROL = 2, 3  # SentencePiece ModelProto.SentencePiece.Type values
+# SentencePiece ModelProto.SentencePiece.Type values
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED = 1, 2, 3, 4, 5
+#: FLT_MIN: SentencePiece's floor of the highest normal piece score (unigram_model.cc).
+_FLT_MIN = 1.17549435e-38
 
 
 def _load_spm(path: Path) -> spm_model.ModelProto:
@@ -55,10 +59,16 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     found = _problems(proto)
     if found:
         raise ValueError(f"{source_spm}: cannot be converted exactly: {'; '.join(found)}")
-    # control pieces (<s>, </s>) never match text in SentencePiece: a literal "<s>" is
+    # control and unused pieces never match text in SentencePiece: a literal "<s>" is
     # "<", "s", ">" (Marian's </s>, <unk> and <pad> are split out first, as special tokens)
-    matched = [piece for piece in proto.pieces if piece.type != _CONTROL]
-    pieces = [(piece.piece, piece.score) for piece in matched]
+    matched = [piece for piece in proto.pieces if piece.type not in (_CONTROL, _UNUSED)]
+    # a user-defined piece always wins where it occurs: SentencePiece scores it
+    # length × max(FLT_MIN, the highest normal score) - 0.1, whatever its own score
+    top = max([_FLT_MIN, *(piece.score for piece in proto.pieces if piece.type == _NORMAL)])
+    pieces = [
+        (piece.piece, len(piece.piece) * top - 0.1 if piece.type == _USER_DEFINED else piece.score)
+        for piece in matched
+    ]
     unk_id = next(i for i, piece in enumerate(matched) if piece.type == _UNKNOWN)
     tokenizer = Tokenizer(
         models.Unigram(pieces, unk_id=unk_id, byte_fallback=proto.trainer_spec.byte_fallback)
@@ -72,6 +82,22 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
         [AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS]
     )
     return tokenizer
+
+
+def source_json(source_spm: Path) -> str:
+    """source.tokenizer.json's text: `source_tokenizer`, with source.spm's user-defined
+    pieces listed on its Precompiled step (`VERBATIM_KEY`), since SentencePiece copies them
+    as they are where its charsmap would rewrite them."""
+    tokenizer = source_tokenizer(source_spm)
+    verbatim = [piece.piece for piece in _load_spm(source_spm).pieces if piece.type == _USER_DEFINED]
+    if not verbatim:
+        return tokenizer.to_str(pretty=True)
+    data = json.loads(tokenizer.to_str())
+    normalizer = data["normalizer"]
+    for step in [] if normalizer is None else normalizer.get("normalizers", [normalizer]):
+        if step["type"] == "Precompiled":
+            step[VERBATIM_KEY] = verbatim
+    return json.dumps(data, ensure_ascii=False, indent=2)
 
 
 def target_tokenizer(target_spm: Path, vocab: dict[str, int]) -> Tokenizer:
@@ -95,7 +121,7 @@ def convert(model_dir: Path, out_dir: Path) -> dict[str, str]:
     Returns the names of the written files by role.
     """
     vocab = json.loads((model_dir / "vocab.json").read_text(encoding="utf-8"))
-    source_tokenizer(model_dir / "source.spm").save(str(out_dir / "source.tokenizer.json"))
+    (out_dir / "source.tokenizer.json").write_text(source_json(model_dir / "source.spm"), encoding="utf-8")
     target_tokenizer(model_dir / "target.spm", vocab).save(str(out_dir / "target.tokenizer.json"))
     (out_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     return {
