@@ -3,7 +3,8 @@
 A worker's client waits out a Redis restart or AOF load (`defaults.WORKER_PATIENCE`); the
 commands that watch a job (`status`, `wait`, `fetch`, `jobs`) wait TRANSQUEUE_CLIENT_PATIENCE
 seconds and say once that they are waiting; the others give up after a moment. A refused
-password is raised at once: no retry fixes it.
+password is raised at once: no retry fixes it. `redis_away` tells the errors of a Redis
+that is away or takes no writes for now from those of bad records.
 """
 
 from __future__ import annotations
@@ -15,6 +16,32 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+
+#: Redis errors that mean Redis is away, restarting, failing over or out of memory, not that
+#: the job's data is bad (`redis_away`): a worker sends the chunk back to the queue with no
+#: strike (`worker.tasks`). Any other Redis error (a key of the wrong type, a script error)
+#: means the job's records are bad.
+REDIS_AWAY = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+)
+
+#: Error replies of a Redis that is up but takes no writes for now, which redis-py raises as
+#: plain ResponseErrors: a script running past its time limit, a failed snapshot under
+#: stop-writes-on-bgsave-error.
+_BUSY_REPLIES = ("BUSY ", "MISCONF ")
+
+
+def redis_away(exc: BaseException) -> bool:
+    """Whether `exc` means that Redis is away or takes no writes for now (`REDIS_AWAY`, or a
+    BUSY or MISCONF reply), not that the job's records are bad."""
+    if isinstance(exc, REDIS_AWAY):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
 
 
 class PatientRetry(Retry):

@@ -220,13 +220,19 @@ ORPHAN_REASON_CHARS = 500
 
 #: Seconds a worker waits before it sends a chunk back to the queue because Redis answered
 #: that it takes no writes for now (busy with a script, out of memory, a failed snapshot:
-#: `worker.tasks.redis_away`): without the pause the message would go round in a tight loop.
+#: `store.connection.redis_away`): without the pause the message would go round in a tight loop.
 #: The pause doubles for each chunk a worker process sends back so in a row, up to
 #: `BUSY_REDIS_MAX_PAUSE_S`, and starts again from this once a chunk's run starts.
 BUSY_REDIS_PAUSE_S = 1.0
 
 #: The longest pause before a chunk goes back while Redis stays busy or out of memory.
 BUSY_REDIS_MAX_PAUSE_S = 30.0
+
+#: Seconds a worker whose chunk failed because Redis went away keeps trying to end the
+#: chunk's run (`store.leases.held`) before the chunk goes back to the queue: a run entry
+#: left behind reads as a worker's death, a strike, when the chunk runs again. The worker
+#: takes no other chunk meanwhile (Redis is away: there is none to take).
+END_RUN_PATIENCE = 600.0
 
 #: Characters of a refused value (a job id, a chunk number, an item) that an error message
 #: quotes: a task message is untrusted and its values may be megabytes long.

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from store import defaults, scripts
+from store.connection import redis_away
 from store.errors import load_json
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
 from store.queues import BadQueue, check_chunk_queue, queue_length, send_chunks, send_delivery
@@ -213,10 +214,25 @@ def held(leases: LeaseStore, run: Run, interval: float) -> Iterator[None]:
     finally:
         stop.set()
         heart.join()
+        _end(leases, run)
+
+
+def _end(leases: LeaseStore, run: Run) -> None:
+    """End `run`. While Redis is away (`store.connection.redis_away`) the run is ended once
+    it is back, for up to `defaults.END_RUN_PATIENCE` seconds, before the chunk can go back
+    to the queue (which needs Redis too): a run entry left behind would count as a death,
+    a strike, when the chunk runs again. Past that, or on any other error, the lease expires
+    by itself and the sweeper watches it."""
+    deadline = time.monotonic() + defaults.END_RUN_PATIENCE
+    while True:
         try:
             leases.finish(run)
-        except redis.RedisError as exc:  # the lease expires by itself; the sweeper watches it
-            logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
+            return
+        except redis.RedisError as exc:
+            if not redis_away(exc) or time.monotonic() >= deadline:
+                logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
+                return
+            time.sleep(defaults.BUSY_REDIS_PAUSE_S)  # the client has waited already if it lost Redis
 
 
 class Sweeper:

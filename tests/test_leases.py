@@ -6,10 +6,12 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 import redis
+from distributed_support import RedisServer
 
 from store.config import Settings
 from store.jobstore import JobStore, NewJob
@@ -307,3 +309,23 @@ def test_a_lost_run_of_another_deployment_s_live_queue_is_left_to_its_sweeper(st
     (lost,) = Sweeper(other, grace=0.0).sweep()
     assert (lost.job_id, lost.chunk, lost.queue) == ("j", 0, "other")
     assert queue_length(other.settings, "other") == 1
+
+
+def test_a_run_abandoned_while_redis_was_away_is_ended_once_it_is_back_and_is_no_strike(tmp_path):
+    server = RedisServer(tmp_path / "redis")  # its own: this test kills it
+    server.start()
+    restart = threading.Timer(2.0, server.start)
+    try:
+        settings = Settings(redis_url=server.url, queue="leases-test", lease_ttl=1.0)
+        store = JobStore.from_settings(settings, patience=0.5)
+        store.create(NewJob("j", 1, 2, 2, 1, "", "files"))
+        run = store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+        with pytest.raises(redis.ConnectionError), held(store.leases, run, interval=0.2):
+            server.kill()
+            restart.start()
+            store.client.ping()  # the chunk's work meets Redis away, and gives up
+        assert not store.client.hexists(RUNNING_KEY, "j:0")  # ended once Redis was back
+        assert store.leases.start("j", 0, ITEMS, "host:2", "leases-test").attempt == 1  # no strike
+    finally:
+        restart.cancel()
+        server.kill()

@@ -12,6 +12,7 @@ from celery.exceptions import Reject
 from distributed_support import RedisServer, wait_for
 
 from store.config import Settings
+from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from store.keys import JobKeys
@@ -303,4 +304,4 @@ def test_the_pause_before_a_refused_chunk_goes_back_doubles_up_to_a_cap():
     ],
 )
 def test_busy_and_misconf_replies_are_redis_away(reply, away):
-    assert tasks.redis_away(redis.ResponseError(reply)) is away
+    assert redis_away(redis.ResponseError(reply)) is away

@@ -13,6 +13,7 @@ from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
 from store.config import env_settings
+from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
@@ -24,26 +25,6 @@ from worker.chunks import process_chunk
 from worker.messages import BadMessage, ChunkMessage, check_ranges, check_stored, parse_arguments
 
 logger = logging.getLogger(__name__)
-
-#: Redis errors that mean Redis is away, restarting, failing over or out of memory, not that
-#: the job's data is bad (`redis_away`): the chunk goes back to the queue with no strike. Any
-#: other Redis error (a key of the wrong type, a script error) means the job's records are
-#: bad: raised while the message is checked or its run started, the message is set aside;
-#: while the chunk is translated, it is the chunk's failure, struck like an exception of the
-#: model.
-REDIS_AWAY = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.MasterDownError,
-)
-
-#: Error replies of a Redis that is up but takes no writes for now, which redis-py raises as
-#: plain ResponseErrors: a script running past its time limit, a failed snapshot under
-#: stop-writes-on-bgsave-error.
-_BUSY_REPLIES = ("BUSY ", "MISCONF ")
 
 
 @signals.worker_init.connect
@@ -144,14 +125,6 @@ def translate_chunk(*args: object, **kwargs: object) -> None:
             finalized = _settle_failure(store, settings.max_deliveries, job_id, chunk, pairs, exc)
     if finalized and info.extra.get("inbox"):  # the scheduler writes it to its outbox
         send_delivery(settings, job_id)
-
-
-def redis_away(exc: BaseException) -> bool:
-    """Whether `exc` means that Redis is away or takes no writes for now (`REDIS_AWAY`, or a
-    BUSY or MISCONF reply), not that the job's records are bad."""
-    if isinstance(exc, REDIS_AWAY):
-        return True
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
 
 
 class RefusalPause:
