@@ -221,15 +221,19 @@ def _end(leases: LeaseStore, run: Run) -> None:
     """End `run`. While Redis is away (`store.connection.redis_away`) the run is ended once
     it is back, for up to `defaults.END_RUN_PATIENCE` seconds, before the chunk can go back
     to the queue (which needs Redis too): a run entry left behind would count as a death,
-    a strike, when the chunk runs again. Past that, or on any other error, the lease expires
-    by itself and the sweeper watches it."""
+    a strike, when the chunk runs again. Past that, or on any other error (a refused password
+    among them), the lease expires by itself and the sweeper watches it."""
     deadline = time.monotonic() + defaults.END_RUN_PATIENCE
     while True:
         try:
             leases.finish(run)
             return
         except redis.RedisError as exc:
-            if not redis_away(exc) or time.monotonic() >= deadline:
+            if (
+                not redis_away(exc)
+                or isinstance(exc, redis.AuthenticationError)
+                or time.monotonic() >= deadline
+            ):
                 logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
                 return
             time.sleep(defaults.BUSY_REDIS_PAUSE_S)  # the client has waited already if it lost Redis

@@ -13,9 +13,9 @@ from distributed_support import RedisServer, wait_for
 
 from store.config import Settings
 from store.connection import redis_away
-from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S
+from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, POISON_SLEEP
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
-from store.keys import JobKeys
+from store.keys import RUNNING_KEY, JobKeys
 from store.queues import DELIVER_TASK
 from worker import tasks
 
@@ -78,8 +78,11 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     _create_the_job(store)
     _last_delivery(store)
 
+    restart = threading.Timer(4.0, server.start)  # after the client (2 s) gives up
+
     def fail(*_args: object) -> None:
         server.kill()
+        restart.start()  # the worker ends its run once Redis is back, then sends the chunk back
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(tasks, "env_settings", lambda: settings)
@@ -91,10 +94,10 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
         tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
     assert rejected.value.requeue and "could not be recorded" in str(rejected.value.reason)
 
-    server.start()  # the AOF brings the job back: nothing was settled, nothing is lost
+    # the AOF brings the job back: nothing was settled, nothing is lost, no run left behind
     info = store.info("j")
     assert (info.done, info.dead, info.finished) == (0, 0, False)
-    assert store.dead_letters("j") == {}
+    assert store.dead_letters("j") == {} and not store.client.hexists(RUNNING_KEY, "j:0")
 
 
 def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkeypatch, tiny_bundle):
@@ -120,13 +123,17 @@ def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkey
     # the job's fingerprint is claimed just before the translator is asked (and held)
     wait_for(lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start")
     server.kill()
+    # back after the held sentence (POISON_SLEEP) and the client (2 s) gave up: the run ends then
+    restart = threading.Timer(POISON_SLEEP + 4.0, server.start)
+    restart.start()
     worker.join()
     (rejected,) = outcome
     assert isinstance(rejected, Reject) and rejected.requeue
     reason = str(rejected.reason)  # requeued as Redis being away, not as a failure struck
     assert reason.startswith("chunk 0 of job j: ") and reason.endswith("ConnectionError")
 
-    server.start()
+    restart.join()
+    assert not store.client.hexists(RUNNING_KEY, "j:0")  # so the next delivery is no strike
     info = store.info("j")
     assert (info.done, info.dead, info.finished) == (0, 0, False)
     assert store.client.hget(JobKeys("j").strikes, "0") is None and store.errors("j") == []
