@@ -65,11 +65,12 @@ class Charsmap:
         root = _offset(self._units[0]) if self._units else 0
         # a key starts with a character's first byte, never a continuation byte
         starts = {b for b in range(256) if not 0x80 <= b < 0xC0 and self._child(root, b) is not None}
-        ascii_keys = {b for b in starts if b < 0x80 and self._ascii_key_from(root, b)}
-        #: Where a key may start: a byte that starts a key of ASCII characters alone or a
-        #: non-ASCII character's, and the first byte of another key when a non-ASCII byte
-        #: follows it (nmt_nfkc has keys of a letter and a combining accent, for one). Text
-        #: without such a place is left as it is, found without a step of Python.
+        ascii_keys = {b for b in starts if b < 0x80 and self._ascii_goes_on(root, b)}
+        #: Where a key may start: a byte that is a key or that a key goes on from with an
+        #: ASCII byte, a non-ASCII character's first byte, and the first byte of another key
+        #: when a non-ASCII byte follows it (nmt_nfkc has keys of a letter and a combining
+        #: accent, for one). Text without such a place is left as it is, found without a
+        #: step of Python.
         anywhere = _byte_class(ascii_keys | {b for b in starts if b >= 0x80})
         before_non_ascii = _byte_class({b for b in starts if b < 0x80} - ascii_keys) + rb"(?=[\x80-\xff])"
         symbols = sorted({v.encode("utf-8") for v in verbatim if v}, key=len, reverse=True)
@@ -84,9 +85,9 @@ class Charsmap:
         child = node ^ byte
         return child if child < len(self._units) and _label(self._units[child]) == byte else None
 
-    def _ascii_key_from(self, node: int, byte: int, depth: int = 0) -> bool:
-        """Whether a key of ASCII characters alone goes on with `byte` among the children at
-        `node`."""
+    def _ascii_goes_on(self, node: int, byte: int) -> bool:
+        """Whether `byte`, among the children at `node`, ends a key or a key goes on from it
+        with an ASCII byte (a key of a letter then ASCII, whatever follows, starts anywhere)."""
         child = self._child(node, byte)
         if child is None:
             return False
@@ -94,7 +95,7 @@ class Charsmap:
         if _has_leaf(unit):
             return True
         below = child ^ _offset(unit)
-        return depth < 16 and any(self._ascii_key_from(below, b, depth + 1) for b in range(1, 0x80))
+        return any(self._child(below, b) is not None for b in range(1, 0x80))
 
     def _longest(self, data: bytes, start: int) -> tuple[int, int]:
         """(length, replacement offset) of the longest key at `data[start:]`; (0, 0) if none."""

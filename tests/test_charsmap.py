@@ -5,12 +5,15 @@ through the whole source tokenizer in test_tokenizer_normalizers."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import pytest
 import sentencepiece as spm
+from conftest import tiny_pairs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sentencepiece import sentencepiece_model_pb2 as spm_model
 from tokenizers import normalizers
 
 from models.bundle import default_bundle_dir
@@ -61,3 +64,52 @@ def test_grapheme_clusters_get_sentencepieces_longest_match_not_tokenizers_rewri
 def test_a_truncated_charsmap_is_refused(nmt_nfkc):
     with pytest.raises(ValueError, match="not a precompiled charsmap"):
         Charsmap(nmt_nfkc[:1000])
+
+
+#: Custom rules (SentencePiece's TSV): keys of ASCII letters then a combining accent or
+#: more ASCII, one longer than 16 bytes, keys that are prefixes of others, a deletion.
+CUSTOM_RULES = (
+    "61 62 301\t78\n"
+    "61 62 63 64 65 66 67 68 69 6A 6B 6C 6D 6E 6F 70 71 72 73 74\t5A\n"
+    "63\t64\n63 64 65\t20\nE9 62\t63\n301 301\t\n7A 7A 7A\t79\n"
+)
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory):
+    """(charsmap, SentencePiece's normalizer) of a model trained with `CUSTOM_RULES`."""
+    tsv = tmp_path_factory.mktemp("rules") / "rules.tsv"
+    tsv.write_text(CUSTOM_RULES)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=300,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        normalization_rule_tsv=str(tsv),
+    )
+    proto = spm_model.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    reference = spm.SentencePieceNormalizer(
+        rule_tsv=str(tsv), add_dummy_prefix=False, escape_whitespaces=False, remove_extra_whitespaces=False
+    )
+    return proto.normalizer_spec.precompiled_charsmap, reference
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(
+            [*"abcdefghijklmnopqrstuvwxyz", "é", "\u0301", " ", "ab\u0301", "abcdefghijklmnopqrst"]
+        ),
+        max_size=14,
+    ).map("".join)
+)
+@example(text="ab\u0301")  # a key of two ASCII letters and an accent
+@example(text="abcdefghijklmnopqrst")  # a key of 20 ASCII letters
+def test_custom_rules_with_ascii_keys_are_applied_as_sentencepiece_applies_them(custom, text):
+    charsmap, reference = custom
+    assert Charsmap(charsmap).normalize(text) == reference.normalize(text)
