@@ -241,3 +241,52 @@ def test_user_defined_pieces_win_and_unused_pieces_never_come_out_as_in_sentence
 def test_text_of_unused_pieces_is_segmented_into_others_as_in_sentencepiece(user_side):
     for text in user_side.unused:
         assert user_side.codec.pieces_and_ids(text) == user_side.expected(text), text
+
+
+#: User-defined pieces that hold ▁, which the runtime copies past nmt_nfkc's charsmap (that
+#: maps ▁ to a space) as SentencePiece does.
+SPACE_SYMBOL_PIECES = ["▁foo", "xy▁", "▁"]
+
+
+@pytest.fixture(scope="module")
+def space_symbol_side(tmp_path_factory):
+    """side(flags) → the Side of an nmt_nfkc model with `SPACE_SYMBOL_PIECES`, flags set."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=300,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        user_defined_symbols=SPACE_SYMBOL_PIECES,
+    )
+    built: dict[tuple, Side] = {}
+
+    def get(flags: tuple) -> Side:
+        if flags not in built:
+            proto = spm_model.ModelProto()
+            proto.ParseFromString(model.getvalue())
+            for name, value in zip(FLAGS, flags, strict=True):
+                setattr(proto.normalizer_spec, name, value)
+            directory = tmp_path_factory.mktemp("space") / "-".join(str(int(f)) for f in flags)
+            built[flags] = Side(directory, proto.SerializeToString(), "nmt_nfkc")
+        return built[flags]
+
+    return get
+
+
+@pytest.mark.parametrize("flags", list(itertools.product((True, False), repeat=3)))
+@settings(max_examples=40, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from([*SPACE_SYMBOL_PIECES, "foo", "x", "y", "q", " ", "  ", "ｘ"]), max_size=8
+    ).map("".join)
+)
+@example(text="▁foo bar")  # the text starts with a user-defined piece that starts with ▁
+@example(text="▁")
+@example(text="qxy▁")  # the trailing ▁ goes, as remove_extra_whitespaces strips it
+def test_user_defined_pieces_holding_the_space_symbol_get_sentencepieces_ids(space_symbol_side, flags, text):
+    this = space_symbol_side(flags)
+    assert this.codec.pieces_and_ids(text) == this.expected(text)

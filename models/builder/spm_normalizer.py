@@ -21,6 +21,7 @@ SentencePiece takes the longest match).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from sentencepiece import sentencepiece_model_pb2 as spm_model
 from tokenizers import Regex, normalizers, pre_tokenizers
@@ -56,9 +57,10 @@ def _carrier(charsmap: bytes) -> str | None:
     return next((char for char in _ISOLATED if precompiled.normalize_str(char) == " "), None)
 
 
-def _lets_space_symbol_through(charsmap: bytes) -> bool:
-    """Whether a literal ▁ can come out of the charsmap (always, without one)."""
-    if not charsmap:
+def _lets_space_symbol_through(charsmap: bytes, verbatim: Sequence[str] = ()) -> bool:
+    """Whether a literal ▁ can come out of the charsmap (always, without one, and where a
+    user-defined piece holds one: the runtime copies those past the charsmap)."""
+    if not charsmap or any("▁" in piece for piece in verbatim):
         return True
     outputs = {normalizers.Precompiled(charsmap).normalize_str("▁"), *charsmap_outputs(charsmap)}
     return any("▁" in output for output in outputs)
@@ -100,10 +102,11 @@ def problems(spec: spm_model.NormalizerSpec, whitespace_as_suffix: bool) -> list
 
 
 def pipeline(
-    spec: spm_model.NormalizerSpec,
+    spec: spm_model.NormalizerSpec, verbatim: Sequence[str] = ()
 ) -> tuple[normalizers.Normalizer | None, pre_tokenizers.PreTokenizer | None]:
     """The normalizer and pre-tokenizer that give the text SentencePiece's unigram model
-    segments (spaces written ▁ where escape_whitespaces is set).
+    segments (spaces written ▁ where escape_whitespaces is set). `verbatim` are the model's
+    user-defined pieces, which the runtime copies past the charsmap (`models.charsmap`).
 
     Exact where `problems(spec, ...)` is empty, with the charsmap applied as the runtime
     applies it (`models.tokenizer`).
@@ -118,7 +121,7 @@ def pipeline(
     # remove_extra_whitespaces strips leading spaces: the text starts with ▁ only where the
     # charsmap lets one through, and only there would Metaspace skip its prefix. Elsewhere
     # Metaspace keeps adding it, so that opus-mt's source.tokenizer.json stays as it was.
-    space_symbol_through = _lets_space_symbol_through(charsmap)
+    space_symbol_through = _lets_space_symbol_through(charsmap, verbatim)
     by_metaspace = (
         spec.add_dummy_prefix
         and spec.escape_whitespaces

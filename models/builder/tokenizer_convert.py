@@ -73,7 +73,8 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     tokenizer = Tokenizer(
         models.Unigram(pieces, unk_id=unk_id, byte_fallback=proto.trainer_spec.byte_fallback)
     )
-    normalizer, pre_tokenizer = spm_normalizer.pipeline(proto.normalizer_spec)
+    verbatim = [piece.piece for piece in proto.pieces if piece.type == _USER_DEFINED]
+    normalizer, pre_tokenizer = spm_normalizer.pipeline(proto.normalizer_spec, verbatim)
     if normalizer is not None:
         tokenizer.normalizer = normalizer
     if pre_tokenizer is not None:
