@@ -26,6 +26,7 @@ from tokenizers import normalizers
 from models.builder.marian_dir import build_shared_vocab, spm_pieces, write_tokenizer_files
 from models.builder.spm_normalizer import problems
 from models.builder.tokenizer_convert import convert, source_tokenizer
+from models.builder.tokenizer_convert import problems as source_tokenizer_problems
 from models.tokenizer import MarianCodec
 
 RULES = ("nmt_nfkc", "identity", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
@@ -290,3 +291,39 @@ def space_symbol_side(tmp_path_factory):
 def test_user_defined_pieces_holding_the_space_symbol_get_sentencepieces_ids(space_symbol_side, flags, text):
     this = space_symbol_side(flags)
     assert this.codec.pieces_and_ids(text) == this.expected(text)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "spec", "message"),
+    [
+        (["a  b"], {}, "two spaces in a row"),
+        (["x "], {"escape_whitespaces": False}, "holding spaces with escape_whitespaces=false"),
+    ],
+)
+def test_user_defined_pieces_with_spaces_no_normalizer_reproduces_are_refused(
+    tmp_path, pieces, spec, message
+):
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=300,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        user_defined_symbols=pieces,
+    )
+    proto = spm_model.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    for name, value in spec.items():
+        setattr(proto.normalizer_spec, name, value)
+    path = tmp_path / "source.spm"
+    path.write_bytes(proto.SerializeToString())
+    processor = spm.SentencePieceProcessor(model_file=str(path))
+    text = "xa  b x x"
+    assert source_tokenizer_problems(path) and processor.encode(
+        text, out_type=str
+    )  # a model SentencePiece loads
+    with pytest.raises(ValueError, match=message):
+        source_tokenizer(path)

@@ -43,6 +43,18 @@ def _problems(proto: spm_model.ModelProto) -> list[str]:
     found = []
     if proto.trainer_spec.model_type != 1:  # UNIGRAM
         found.append("not a unigram model (only unigram SentencePiece models are supported)")
+    spec = proto.normalizer_spec
+    spaced = [piece.piece for piece in proto.pieces if piece.type == _USER_DEFINED and " " in piece.piece]
+    if spec.remove_extra_whitespaces and any("  " in piece for piece in spaced):
+        found.append(
+            "user-defined pieces holding two spaces in a row, which SentencePiece copies as they "
+            "are and remove_extra_whitespaces=true collapses elsewhere"
+        )
+    if spaced and not spec.escape_whitespaces:
+        found.append(
+            "user-defined pieces holding spaces with escape_whitespaces=false (the unigram model "
+            "then segments around them otherwise than SentencePiece)"
+        )
     return found + spm_normalizer.problems(
         proto.normalizer_spec, proto.trainer_spec.treat_whitespace_as_suffix
     )
