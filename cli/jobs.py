@@ -37,6 +37,7 @@ from producer.jobs import (
 from producer.pipeline import stdin_units
 from producer.quality import FlagLog
 from store import defaults
+from store.errors import check_text
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobStore
 
 STDIN_ORIGIN = "stdin"
@@ -98,6 +99,13 @@ def submit_command(
         raise click.UsageError("--out DIR is required when submitting files")
     else:
         out = out.resolve()
+        try:
+            check_text(str(out))
+        except ValueError:  # the job stores it as text
+            shown = str(out).encode("utf-8", "backslashreplace").decode()
+            raise click.ClickException(
+                f"{shown}: the output directory's name is not UTF-8, which a job cannot store"
+            ) from None
     store = cli_store()
     job = JobBuilder(store, options, model_key_of(model, store.settings))
     errors: list[str] = []

@@ -573,3 +573,17 @@ def test_runs_names_a_corrupt_record_in_one_line_after_the_valid_runs(redis_serv
     assert error.startswith(
         "Error: tq:inbox:docs:runs entry '0000000000002-bbbb' is not a run record of this transqueue ("
     )
+
+
+def test_submit_refuses_an_output_directory_whose_name_is_not_utf8(redis_server, tmp_path):
+    """A job stores its output directory as text: one whose name holds bytes that are not
+    UTF-8 (0xff here) would make the job's record unreadable, its chunks set aside."""
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    (tmp_path / "a.txt").write_text("Hello there.\n", encoding="utf-8")
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_QUEUE": "nobody"}
+    out = tmp_path / "out\udcff"
+    result = CliRunner().invoke(main, ["submit", str(tmp_path / "a.txt"), "--out", str(out)], env=env)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "not UTF-8" in result.output and "out\\udcff" in result.output
+    assert list(store.job_ids()) == []
