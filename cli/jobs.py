@@ -90,6 +90,14 @@ def submit_command(
     with --strict, nothing is submitted then.
     """
     options = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
+    for name in (*fields, *columns):
+        try:
+            check_text(name)
+        except ValueError:  # a job stores them as text
+            shown = name.encode("utf-8", "backslashreplace").decode()
+            raise click.UsageError(
+                f"--field/--column '{shown}' is not UTF-8, which a job cannot store"
+            ) from None
     if "-" in paths:
         if len(paths) > 1 or out is not None:
             raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")

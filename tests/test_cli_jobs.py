@@ -587,3 +587,19 @@ def test_submit_refuses_an_output_directory_whose_name_is_not_utf8(redis_server,
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "not UTF-8" in result.output and "out\\udcff" in result.output
     assert list(store.job_ids()) == []
+
+
+@pytest.mark.parametrize("option", ["--field", "--column"])
+def test_submit_refuses_a_field_or_column_name_that_is_not_utf8(redis_server, tmp_path, option):
+    """The job's document records hold them as text: the byte 0xff would make every fetch
+    of the job fail on a corrupt record."""
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    source = tmp_path / ("a.jsonl" if option == "--field" else "a.csv")
+    source.write_text('{"text": "Hello there."}\n' if option == "--field" else "text\nHello there.\n")
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_QUEUE": "nobody"}
+    args = ["submit", str(source), "--out", str(tmp_path / "out"), option, "te\udcffxt"]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "'te\\udcffxt' is not UTF-8" in result.output
+    assert list(store.job_ids()) == []
