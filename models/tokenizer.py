@@ -20,10 +20,11 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import re
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
 from models.charsmap import VERBATIM_KEY, Charsmap
 
@@ -119,6 +120,16 @@ class MarianCodec:
         #: What the text goes through before `tokenizers`: a prefix, then the charsmap.
         self._prefix, self._charsmap = _charsmap_steps(source)
         self._source = Tokenizer.from_str(json.dumps(source))
+        #: With the charsmap taken out, the special tokens are split out of the raw text here,
+        #: as `tokenizers` and MarianTokenizer do before normalizing, and the text between them
+        #: goes through the charsmap and a tokenizer without them: a full-width "＜/s＞", which
+        #: the charsmap rewrites into "</s>", stays pieces, never an end of sentence.
+        self._specials = {token["content"]: token["id"] for token in source.get("added_tokens", [])}
+        self._plain, self._special_split = self._source, None
+        if self._charsmap is not None and self._specials:
+            self._plain = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
+            by_length = sorted(self._specials, key=len, reverse=True)
+            self._special_split = re.compile("|".join(map(re.escape, by_length)))
         #: The id source.spm gives pieces it does not know.
         self._source_unk_id = source["model"].get("unk_id")
         del source
@@ -139,20 +150,38 @@ class MarianCodec:
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
 
-    def _segmented(self, text: str) -> Encoding:
-        """`text` normalized and segmented as source.spm does it."""
-        if self._charsmap is not None:
-            text = self._charsmap.normalize(self._prefix + text if text else text)
-        return self._source.encode(text, add_special_tokens=False)
+    def _segmented(self, text: str) -> tuple[list[str], list[int]]:
+        """`text` normalized and segmented as source.spm does it: its pieces and their ids."""
+        if self._charsmap is None:
+            encoding = self._source.encode(text, add_special_tokens=False)
+            return encoding.tokens, encoding.ids
+        pieces: list[str] = []
+        ids: list[int] = []
+        start = 0
+        for special in self._special_split.finditer(text) if self._special_split else ():
+            self._add_segment(text[start : special.start()], pieces, ids)
+            pieces.append(special.group())
+            ids.append(self._specials[special.group()])
+            start = special.end()
+        self._add_segment(text[start:], pieces, ids)
+        return pieces, ids
+
+    def _add_segment(self, text: str, pieces: list[str], ids: list[int]) -> None:
+        """Add the pieces and ids of `text`, which holds no special token, to `pieces` and `ids`."""
+        if text:
+            encoding = self._plain.encode(
+                self._charsmap.normalize(self._prefix + text), add_special_tokens=False
+            )
+            pieces += encoding.tokens
+            ids += encoding.ids
 
     def pieces(self, text: str) -> list[str]:
         """The source pieces of `text`, as source.spm segments it."""
-        return self._segmented(text).tokens
+        return self._segmented(text)[0]
 
     def pieces_and_ids(self, text: str) -> tuple[list[str], list[int]]:
         """The source pieces of `text` and their vocab.json ids (`<unk>` where it lacks one)."""
-        encoding = self._segmented(text)
-        pieces, source_ids = encoding.tokens, encoding.ids
+        pieces, source_ids = self._segmented(text)
         ids = self._by_source_id[source_ids].tolist()
         for position, source_id in enumerate(source_ids):
             if source_id == self._source_unk_id:  # an unknown piece: looked up by its text

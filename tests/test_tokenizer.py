@@ -75,3 +75,13 @@ def test_piece_table_finds_every_piece_and_only_those():
     for missing in ("▁", "ab", "中文", "<pad>", "▁abc"):
         assert table.find(missing) is None
     assert table.present.tolist() == [i in vocab.values() for i in range(10)]
+
+
+def test_text_the_charsmap_rewrites_into_a_special_token_is_pieces_as_in_marian_tokenizer(
+    tiny_marian_dir, tmp_path
+):
+    """MarianTokenizer splits its special tokens out of the raw text, then SentencePiece
+    normalizes: a full-width or small-form "＜/s＞" becomes the pieces of "</s>", never an
+    end of sentence in the middle of the input (the runtime applies the charsmap itself)."""
+    texts = ["a ＜/s＞ b", "x﹤pad﹥y", "a </s> b ＜/s＞", "＜/s＞</s>"]
+    _assert_parity(tiny_marian_dir, tmp_path, texts)
