@@ -46,6 +46,18 @@ def _byte_class(values: set[int]) -> bytes:
     return b"[" + b"".join(re.escape(bytes([v])) for v in sorted(values)) + b"]" if values else rb"(?!)"
 
 
+def _is_replacement(replacements: bytes, offset: int) -> bool:
+    """Whether UTF-8 text ended by NUL starts at `offset` of `replacements`."""
+    end = replacements.find(b"\0", offset)
+    if end < 0:
+        return False
+    try:
+        replacements[offset:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _utf8_length(lead: int) -> int:
     """The length of the UTF-8 sequence that byte `lead` starts (text from `str.encode`)."""
     return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
@@ -57,11 +69,14 @@ class Charsmap:
     is kept as it is, before any key is looked up (normalizer.cc's PrefixMatcher)."""
 
     def __init__(self, charsmap: bytes, verbatim: Sequence[str] = ()) -> None:
-        (size,) = struct.unpack_from("<I", charsmap)
-        if size % 4 or 4 + size > len(charsmap):
+        size = struct.unpack_from("<I", charsmap)[0] if len(charsmap) >= 4 else -1
+        if size < 0 or size % 4 or 4 + size > len(charsmap):
             raise ValueError(f"not a precompiled charsmap: a trie of {size} bytes in {len(charsmap)}")
         self._units = struct.unpack_from(f"<{size // 4}I", charsmap, 4)
         self._replacements = charsmap[4 + size :]
+        for offset in {unit & 0x7FFFFFFF for unit in self._units if unit >> 31}:  # the leaves' values
+            if not _is_replacement(self._replacements, offset):
+                raise ValueError(f"not a precompiled charsmap: no UTF-8 text ended by NUL at {offset}")
         root = _offset(self._units[0]) if self._units else 0
         # a key starts with a character's first byte, never a continuation byte
         starts = {b for b in range(256) if not 0x80 <= b < 0xC0 and self._child(root, b) is not None}

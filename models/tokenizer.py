@@ -105,6 +105,22 @@ def _charsmap_steps(source: dict) -> tuple[str, Charsmap | None]:
     return prefix, charsmap
 
 
+#: What the source tokenizer's unknown piece is called at runtime: SentencePiece never
+#: segments text into its unknown piece, while `tokenizers`' Unigram would match its text
+#: ("<unk>", which a charsmap makes of a full-width "＜unk＞") like any other piece. No text
+#: holds this name: it begins with a noncharacter.
+UNKNOWN_PIECE = "\uffff<unk>"
+
+
+def _hide_unknown_piece(source: dict) -> None:
+    """Rename the unknown piece of a source tokenizer's unigram model to `UNKNOWN_PIECE`
+    (its id stays: unknown text still gets it, and is then looked up by its text)."""
+    model = source["model"]
+    unk_id = model.get("unk_id")
+    if model.get("type") == "Unigram" and unk_id is not None:
+        model["vocab"][unk_id][0] = UNKNOWN_PIECE
+
+
 class MarianCodec:
     """Text ↔ Marian ids for one bundle."""
 
@@ -119,12 +135,16 @@ class MarianCodec:
         source = json.loads(Path(source_file).read_text(encoding="utf-8"))
         #: What the text goes through before `tokenizers`: a prefix, then the charsmap.
         self._prefix, self._charsmap = _charsmap_steps(source)
+        _hide_unknown_piece(source)
         self._source = Tokenizer.from_str(json.dumps(source))
         #: With the charsmap taken out, the special tokens are split out of the raw text here,
         #: as `tokenizers` and MarianTokenizer do before normalizing, and the text between them
         #: goes through the charsmap and a tokenizer without them: a full-width "＜/s＞", which
         #: the charsmap rewrites into "</s>", stays pieces, never an end of sentence.
-        self._specials = {token["content"]: token["id"] for token in source.get("added_tokens", [])}
+        with_specials = self._source.get_vocab(with_added_tokens=True)  # their ids, as tokenizers gave them
+        self._specials = {
+            token["content"]: with_specials[token["content"]] for token in source.get("added_tokens", [])
+        }
         self._plain, self._special_split = self._source, None
         if self._charsmap is not None and self._specials:
             self._plain = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
@@ -141,11 +161,11 @@ class MarianCodec:
         self._decoded = self.vocab.present.copy()
         self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
         # source.spm id → vocab.json id (unk_id where vocab.json lacks the piece).
-        source_vocab = self._source.get_vocab(with_added_tokens=True)
-        self._by_source_id = np.full(max(source_vocab.values()) + 1, unk_id, dtype=np.int64)
-        for piece, source_id in source_vocab.items():
+        self._by_source_id = np.full(max(with_specials.values()) + 1, unk_id, dtype=np.int64)
+        for piece, source_id in with_specials.items():
             self._by_source_id[source_id] = vocab.get(piece, unk_id)
-        del target, vocab, source_vocab
+        del target, vocab, with_specials
+        self._source = self._plain  # the one with special tokens was needed for their ids alone
         self.eos_id = eos_id
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import struct
 
 import pytest
 import sentencepiece as spm
@@ -113,3 +114,16 @@ def custom(tmp_path_factory):
 def test_custom_rules_with_ascii_keys_are_applied_as_sentencepiece_applies_them(custom, text):
     charsmap, reference = custom
     assert Charsmap(charsmap).normalize(text) == reference.normalize(text)
+
+
+@pytest.mark.parametrize("damage", ["short", "no NUL", "not UTF-8"])
+def test_a_damaged_charsmap_is_refused_when_it_is_loaded_not_when_text_meets_it(nmt_nfkc, damage):
+    (size,) = struct.unpack_from("<I", nmt_nfkc)
+    trie, replacements = nmt_nfkc[: 4 + size], nmt_nfkc[4 + size :]
+    damaged = {
+        "short": nmt_nfkc[:3],
+        "no NUL": trie + replacements.replace(b"\0", b"x"),
+        "not UTF-8": trie + replacements.replace(b"\0", b"\xff\0"),
+    }[damage]
+    with pytest.raises(ValueError, match="not a precompiled charsmap"):
+        Charsmap(damaged)

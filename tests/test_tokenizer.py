@@ -82,6 +82,7 @@ def test_text_the_charsmap_rewrites_into_a_special_token_is_pieces_as_in_marian_
 ):
     """MarianTokenizer splits its special tokens out of the raw text, then SentencePiece
     normalizes: a full-width or small-form "＜/s＞" becomes the pieces of "</s>", never an
-    end of sentence in the middle of the input (the runtime applies the charsmap itself)."""
-    texts = ["a ＜/s＞ b", "x﹤pad﹥y", "a </s> b ＜/s＞", "＜/s＞</s>"]
+    end of sentence in the middle of the input (the runtime applies the charsmap itself),
+    and "＜unk＞" those of "<unk>", never the unknown piece, which SentencePiece never matches."""
+    texts = ["a ＜/s＞ b", "x﹤pad﹥y", "a </s> b ＜/s＞", "＜/s＞</s>", "a ＜unk＞ b", "﹤unk﹥<unk>"]
     _assert_parity(tiny_marian_dir, tmp_path, texts)
