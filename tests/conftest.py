@@ -23,6 +23,27 @@ def tiny_pairs() -> list[tuple[str, str]]:
     return [tuple(line.split("\t")[:2]) for line in lines]
 
 
+def train_unigram(**options) -> bytes:
+    """A SentencePiece unigram model of 300 pieces or so, trained on the tiny corpus's English
+    side; `options` are more of the trainer's (normalization rules, user-defined symbols)."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=300,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        **options,
+    )
+    return model.getvalue()
+
+
 def build_tiny_marian(directory: Path, seed: int = 0) -> Path:
     """Write a tiny random MarianMTModel checkpoint with opus-mt-en-zh's peculiarities."""
     import torch

@@ -5,13 +5,12 @@ through the whole source tokenizer in test_tokenizer_normalizers."""
 from __future__ import annotations
 
 import base64
-import io
 import json
 import struct
 
 import pytest
 import sentencepiece as spm
-from conftest import tiny_pairs
+from conftest import train_unigram
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sentencepiece import sentencepiece_model_pb2 as spm_model
@@ -81,19 +80,9 @@ def custom(tmp_path_factory):
     """(charsmap, SentencePiece's normalizer) of a model trained with `CUSTOM_RULES`."""
     tsv = tmp_path_factory.mktemp("rules") / "rules.tsv"
     tsv.write_text(CUSTOM_RULES)
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=300,
-        num_threads=1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        normalization_rule_tsv=str(tsv),
-    )
+    model = train_unigram(normalization_rule_tsv=str(tsv))
     proto = spm_model.ModelProto()
-    proto.ParseFromString(model.getvalue())
+    proto.ParseFromString(model)
     reference = spm.SentencePieceNormalizer(
         rule_tsv=str(tsv), add_dummy_prefix=False, escape_whitespaces=False, remove_extra_whitespaces=False
     )

@@ -11,13 +11,12 @@ otherwise than SentencePiece included (the runtime applies the charsmap itself,
 
 from __future__ import annotations
 
-import io
 import itertools
 from pathlib import Path
 
 import pytest
 import sentencepiece as spm
-from conftest import tiny_pairs
+from conftest import train_unigram
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sentencepiece import sentencepiece_model_pb2 as spm_model
@@ -47,22 +46,6 @@ TEXTS = st.lists(
     st.one_of(st.sampled_from(PIECES), st.characters(exclude_categories=("Cs",), exclude_characters="<")),
     max_size=14,
 ).map("".join)
-
-
-def _train(**normalization) -> bytes:
-    """A unigram model of 300 pieces or so, trained on the tiny corpus's English side."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=300,
-        num_threads=1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        **normalization,
-    )
-    return model.getvalue()
 
 
 class Side:
@@ -117,7 +100,7 @@ def side(tmp_path_factory):
         if setting not in built:
             rule, *flags = setting
             if rule not in trained:
-                trained[rule] = _train(normalization_rule_name=rule)
+                trained[rule] = train_unigram(normalization_rule_name=rule)
             proto = spm_model.ModelProto()
             proto.ParseFromString(trained[rule])
             for name, value in zip(FLAGS, flags, strict=True):
@@ -157,7 +140,7 @@ def _with_rules(tmp_path: Path, rules: str, **normalizer_spec) -> Path:
     tsv = tmp_path / "rules.tsv"
     tsv.write_text(rules)
     proto = spm_model.ModelProto()
-    proto.ParseFromString(_train(normalization_rule_tsv=str(tsv)))
+    proto.ParseFromString(train_unigram(normalization_rule_tsv=str(tsv)))
     for name, value in normalizer_spec.items():
         setattr(proto.normalizer_spec, name, value)
     path = tmp_path / "source.spm"
@@ -208,20 +191,9 @@ USER_TEXTS = st.lists(
 @pytest.fixture(scope="module", params=["nmt_nfkc", "identity"])
 def user_side(request, tmp_path_factory):
     """A model with user-defined pieces and five normal pieces marked unused."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=300,
-        num_threads=1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        normalization_rule_name=request.param,
-        user_defined_symbols=USER_DEFINED,
-    )
+    model = train_unigram(normalization_rule_name=request.param, user_defined_symbols=USER_DEFINED)
     proto = spm_model.ModelProto()
-    proto.ParseFromString(model.getvalue())
+    proto.ParseFromString(model)
     normal = [
         p for p in proto.pieces if p.type == 1 and len(p.piece) > 2 and not {"th", "ｘ", "ｙ"} & set(p.piece)
     ]
@@ -252,23 +224,13 @@ SPACE_SYMBOL_PIECES = ["▁foo", "xy▁", "▁"]
 @pytest.fixture(scope="module")
 def space_symbol_side(tmp_path_factory):
     """side(flags) → the Side of an nmt_nfkc model with `SPACE_SYMBOL_PIECES`, flags set."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=300,
-        num_threads=1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        user_defined_symbols=SPACE_SYMBOL_PIECES,
-    )
+    model = train_unigram(user_defined_symbols=SPACE_SYMBOL_PIECES)
     built: dict[tuple, Side] = {}
 
     def get(flags: tuple) -> Side:
         if flags not in built:
             proto = spm_model.ModelProto()
-            proto.ParseFromString(model.getvalue())
+            proto.ParseFromString(model)
             for name, value in zip(FLAGS, flags, strict=True):
                 setattr(proto.normalizer_spec, name, value)
             directory = tmp_path_factory.mktemp("space") / "-".join(str(int(f)) for f in flags)
@@ -303,19 +265,9 @@ def test_user_defined_pieces_holding_the_space_symbol_get_sentencepieces_ids(spa
 def test_user_defined_pieces_with_spaces_no_normalizer_reproduces_are_refused(
     tmp_path, pieces, spec, message
 ):
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([en for en, _ in tiny_pairs()]),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=300,
-        num_threads=1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        user_defined_symbols=pieces,
-    )
+    model = train_unigram(user_defined_symbols=pieces)
     proto = spm_model.ModelProto()
-    proto.ParseFromString(model.getvalue())
+    proto.ParseFromString(model)
     for name, value in spec.items():
         setattr(proto.normalizer_spec, name, value)
     path = tmp_path / "source.spm"
