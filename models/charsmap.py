@@ -17,6 +17,8 @@ import re
 import struct
 from collections.abc import Sequence
 
+import numpy as np
+
 #: The key of source.tokenizer.json's Precompiled step that lists source.spm's user-defined
 #: pieces (written by `models.builder.tokenizer_convert`; `tokenizers` ignores it).
 VERBATIM_KEY = "transqueue_verbatim"
@@ -46,16 +48,25 @@ def _byte_class(values: set[int]) -> bytes:
     return b"[" + b"".join(re.escape(bytes([v])) for v in sorted(values)) + b"]" if values else rb"(?!)"
 
 
-def _is_replacement(replacements: bytes, offset: int) -> bool:
-    """Whether UTF-8 text ended by NUL starts at `offset` of `replacements`."""
-    end = replacements.find(b"\0", offset)
-    if end < 0:
-        return False
+def _check_replacements(units: np.ndarray, replacements: bytes) -> None:
+    """ValueError unless every value of the trie's leaves (`units`, its 32-bit units; a value's
+    unit has its top bit set) starts UTF-8 text that a NUL ends in `replacements`: checked at
+    load, not when some text first meets a damaged replacement."""
     try:
-        replacements[offset:end].decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        replacements.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"not a precompiled charsmap: replacements not UTF-8 at byte {error.start}"
+        ) from None
+    offsets = np.unique(units[units >> 31 == 1] & 0x7FFFFFFF)
+    if not len(offsets):
+        return
+    text = np.frombuffer(replacements, dtype=np.uint8)
+    last_nul = replacements.rfind(b"\0")
+    if offsets[-1] > last_nul or np.any((text[offsets] >= 0x80) & (text[offsets] < 0xC0)):
+        raise ValueError(
+            "not a precompiled charsmap: a replacement starts inside a character or is not ended by NUL"
+        )
 
 
 def _utf8_length(lead: int) -> int:
@@ -74,9 +85,9 @@ class Charsmap:
             raise ValueError(f"not a precompiled charsmap: a trie of {size} bytes in {len(charsmap)}")
         self._units = struct.unpack_from(f"<{size // 4}I", charsmap, 4)
         self._replacements = charsmap[4 + size :]
-        for offset in {unit & 0x7FFFFFFF for unit in self._units if unit >> 31}:  # the leaves' values
-            if not _is_replacement(self._replacements, offset):
-                raise ValueError(f"not a precompiled charsmap: no UTF-8 text ended by NUL at {offset}")
+        _check_replacements(
+            np.frombuffer(charsmap, dtype="<u4", count=size // 4, offset=4), self._replacements
+        )
         root = _offset(self._units[0]) if self._units else 0
         # a key starts with a character's first byte, never a continuation byte
         starts = {b for b in range(256) if not 0x80 <= b < 0xC0 and self._child(root, b) is not None}

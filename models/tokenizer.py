@@ -136,20 +136,25 @@ class MarianCodec:
         #: What the text goes through before `tokenizers`: a prefix, then the charsmap.
         self._prefix, self._charsmap = _charsmap_steps(source)
         _hide_unknown_piece(source)
-        self._source = Tokenizer.from_str(json.dumps(source))
-        #: With the charsmap taken out, the special tokens are split out of the raw text here,
-        #: as `tokenizers` and MarianTokenizer do before normalizing, and the text between them
-        #: goes through the charsmap and a tokenizer without them: a full-width "＜/s＞", which
-        #: the charsmap rewrites into "</s>", stays pieces, never an end of sentence.
-        with_specials = self._source.get_vocab(with_added_tokens=True)  # their ids, as tokenizers gave them
-        self._specials = {
-            token["content"]: with_specials[token["content"]] for token in source.get("added_tokens", [])
-        }
-        self._plain, self._special_split = self._source, None
-        if self._charsmap is not None and self._specials:
-            self._plain = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
-            by_length = sorted(self._specials, key=len, reverse=True)
-            self._special_split = re.compile("|".join(map(re.escape, by_length)))
+        specials = [token["content"] for token in source.get("added_tokens", [])]
+        #: Source ids of the special tokens where this class splits them out itself (below).
+        self._specials: dict[str, int] = {}
+        self._special_split: re.Pattern[str] | None = None
+        if self._charsmap is None:
+            self._source = Tokenizer.from_str(json.dumps(source))
+            source_ids = self._source.get_vocab(with_added_tokens=True)
+        else:
+            # With the charsmap taken out, the special tokens are split out of the raw text
+            # here, as `tokenizers` and MarianTokenizer do before normalizing, and the text
+            # between them goes through the charsmap and a tokenizer without them: a full-width
+            # "＜/s＞", which the charsmap rewrites into "</s>", stays pieces, never an end of
+            # sentence. Their source ids follow the unigram model's.
+            self._source = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
+            source_ids = self._source.get_vocab()
+            self._specials = {content: len(source_ids) + i for i, content in enumerate(specials)}
+            if specials:
+                by_length = sorted(specials, key=len, reverse=True)
+                self._special_split = re.compile("|".join(map(re.escape, by_length)))
         #: The id source.spm gives pieces it does not know.
         self._source_unk_id = source["model"].get("unk_id")
         del source
@@ -160,12 +165,12 @@ class MarianCodec:
         #: Ids that decoding turns into text: vocab.json's, but the target tokenizer's special tokens.
         self._decoded = self.vocab.present.copy()
         self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
-        # source.spm id → vocab.json id (unk_id where vocab.json lacks the piece).
-        self._by_source_id = np.full(max(with_specials.values()) + 1, unk_id, dtype=np.int64)
-        for piece, source_id in with_specials.items():
+        # source id → vocab.json id (unk_id where vocab.json lacks the piece).
+        size = max([*source_ids.values(), *self._specials.values()]) + 1
+        self._by_source_id = np.full(size, unk_id, dtype=np.int64)
+        for piece, source_id in [*source_ids.items(), *self._specials.items()]:
             self._by_source_id[source_id] = vocab.get(piece, unk_id)
-        del target, vocab, with_specials
-        self._source = self._plain  # the one with special tokens was needed for their ids alone
+        del target, vocab, source_ids
         self.eos_id = eos_id
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
@@ -189,7 +194,7 @@ class MarianCodec:
     def _add_segment(self, text: str, pieces: list[str], ids: list[int]) -> None:
         """Add the pieces and ids of `text`, which holds no special token, to `pieces` and `ids`."""
         if text:
-            encoding = self._plain.encode(
+            encoding = self._source.encode(
                 self._charsmap.normalize(self._prefix + text), add_special_tokens=False
             )
             pieces += encoding.tokens
