@@ -107,9 +107,10 @@ def _charsmap_steps(source: dict) -> tuple[str, Charsmap | None]:
 
 #: What the source tokenizer's unknown piece is called at runtime: SentencePiece never
 #: segments text into its unknown piece, while `tokenizers`' Unigram would match its text
-#: ("<unk>", which a charsmap makes of a full-width "＜unk＞") like any other piece. No text
-#: holds this name: it begins with a noncharacter.
-UNKNOWN_PIECE = "\uffff<unk>"
+#: ("<unk>", which a charsmap makes of a full-width "＜unk＞") like any other piece. Its
+#: trie never matches an empty piece; any other name is some text's (a noncharacter then
+#: "＜unk＞" became that text through the charsmap, and the unknown piece).
+UNKNOWN_PIECE = ""
 
 
 def _hide_unknown_piece(source: dict) -> None:

@@ -86,3 +86,11 @@ def test_text_the_charsmap_rewrites_into_a_special_token_is_pieces_as_in_marian_
     and "＜unk＞" those of "<unk>", never the unknown piece, which SentencePiece never matches."""
     texts = ["a ＜/s＞ b", "x﹤pad﹥y", "a </s> b ＜/s＞", "＜/s＞</s>", "a ＜unk＞ b", "﹤unk﹥<unk>"]
     _assert_parity(tiny_marian_dir, tmp_path, texts)
+
+
+def test_text_that_a_charsmap_makes_into_any_name_is_never_the_unknown_piece(tiny_marian_dir, tmp_path):
+    """The unknown piece is renamed at load so that `tokenizers` never matches it; a
+    noncharacter followed by a full-width "＜unk＞" (the charsmap makes "\\uffff<unk>" of it)
+    is unknown text then the pieces of "<unk>", as in MarianTokenizer, not the unknown piece."""
+    texts = ["\uffff＜unk＞", "x\uffff﹤unk﹥y", "\uffff<unk>", "\uffff\uffff＜unk＞ a"]
+    _assert_parity(tiny_marian_dir, tmp_path, texts)
