@@ -136,6 +136,8 @@ class Charsmap:
                 break
             unit = units[node]
             node ^= _offset(unit)
+            if node >= len(units):  # a damaged trie: no key goes on past here
+                break
             if _has_leaf(unit):
                 matches += 1
                 if matches <= _MAX_MATCHES and i + 1 - start > longest:

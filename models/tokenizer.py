@@ -152,7 +152,8 @@ class MarianCodec:
             # sentence. Their source ids follow the unigram model's.
             self._source = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
             source_ids = self._source.get_vocab()
-            self._specials = {content: len(source_ids) + i for i, content in enumerate(specials)}
+            first = max(source_ids.values(), default=-1) + 1
+            self._specials = {content: first + i for i, content in enumerate(specials)}
             if specials:
                 by_length = sorted(specials, key=len, reverse=True)
                 self._special_split = re.compile("|".join(map(re.escape, by_length)))
