@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import redis
+from celery import signals
 from celery.exceptions import Reject
 from distributed_support import RedisServer, wait_for
 
@@ -16,6 +17,7 @@ from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, POISON_SLEEP
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from store.keys import RUNNING_KEY, JobKeys
+from store.leases import SHUTTING_DOWN
 from store.queues import DELIVER_TASK
 from worker import tasks
 
@@ -137,6 +139,38 @@ def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkey
     info = store.info("j")
     assert (info.done, info.dead, info.finished) == (0, 0, False)
     assert store.client.hget(JobKeys("j").strikes, "0") is None and store.errors("j") == []
+
+
+def test_a_worker_shutting_down_stops_waiting_for_redis_to_end_its_run(server, monkeypatch, tiny_bundle):
+    """Redis dies mid-chunk and stays away: the worker would wait END_RUN_PATIENCE to end
+    its run; a stop (Celery's worker_shutting_down, sent on Ctrl-C or SIGTERM) ends the wait,
+    and the chunk goes back (its lease then expires by itself)."""
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle), threads=1, test_poison="sleep:One.")
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    _wire(monkeypatch, settings)
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    wait_for(lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start")
+    server.kill()
+    worker.join(timeout=POISON_SLEEP + 6.0)
+    assert worker.is_alive()  # the sentence was written into a Redis that is away: waiting to end the run
+    try:
+        signals.worker_shutting_down.send(sender="w@test", sig="SIGTERM", how="Warm", exitcode=0)
+        worker.join(timeout=10.0)
+        assert not worker.is_alive()
+    finally:
+        SHUTTING_DOWN.clear()
+    (rejected,) = outcome
+    assert isinstance(rejected, Reject) and rejected.requeue
 
 
 def _deliveries(server: RedisServer) -> list[tuple[str, list[object]]]:

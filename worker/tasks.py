@@ -17,7 +17,7 @@ from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
-from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
+from store.leases import BUSY, GONE, SHUTTING_DOWN, Run, Sweeper, current_worker, held
 from store.queues import TRANSLATE_TASK, model_key, model_queue, send_delivery
 from worker import runtime
 from worker.celery import app
@@ -62,6 +62,13 @@ def _load_after_fork(**_: Any) -> None:
     """Prefork children: sessions are created here, after the fork (for the solo pool,
     which sends this signal too, the Translator is already loaded)."""
     runtime.load_translator(env_settings())
+
+
+@signals.worker_shutting_down.connect
+def _stop_waiting_on_redis(**_: Any) -> None:
+    """A stop (Ctrl-C, SIGTERM) ends the wait to end a run while Redis is away
+    (`store.leases.SHUTTING_DOWN`): the chunk's lease then expires by itself."""
+    SHUTTING_DOWN.set()
 
 
 @signals.worker_ready.connect
