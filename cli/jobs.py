@@ -37,7 +37,7 @@ from producer.jobs import (
 from producer.pipeline import stdin_units
 from producer.quality import FlagLog
 from store import defaults
-from store.errors import check_text
+from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobStore
 
 STDIN_ORIGIN = "stdin"
@@ -91,13 +91,10 @@ def submit_command(
     """
     options = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     for name in (*fields, *columns):
-        try:
-            check_text(name)
-        except ValueError:  # a job stores them as text
-            shown = name.encode("utf-8", "backslashreplace").decode()
+        if not is_text(name):  # a job stores them as text
             raise click.UsageError(
-                f"--field/--column '{shown}' is not UTF-8, which a job cannot store"
-            ) from None
+                f"--field/--column '{printable(name)}' is not UTF-8, which a job cannot store"
+            )
     if "-" in paths:
         if len(paths) > 1 or out is not None:
             raise click.UsageError("'-' reads stdin alone; fetch writes it to stdout")
@@ -107,13 +104,10 @@ def submit_command(
         raise click.UsageError("--out DIR is required when submitting files")
     else:
         out = out.resolve()
-        try:
-            check_text(str(out))
-        except ValueError:  # the job stores it as text
-            shown = str(out).encode("utf-8", "backslashreplace").decode()
+        if not is_text(str(out)):  # the job stores it as text
             raise click.ClickException(
-                f"{shown}: the output directory's name is not UTF-8, which a job cannot store"
-            ) from None
+                f"{printable(str(out))}: the output directory's name is not UTF-8, which a job cannot store"
+            )
     store = cli_store()
     job = JobBuilder(store, options, model_key_of(model, store.settings))
     errors: list[str] = []

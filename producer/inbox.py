@@ -64,6 +64,7 @@ from producer.jobs import (
     write_document,
 )
 from producer.schedule import InboxEntry
+from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
@@ -174,8 +175,8 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     earlier, settling = store.runs.settling(entry.name), {}
     files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
-        if not _utf8(name):
-            skipped[name.encode("utf-8", "backslashreplace").decode()] = "the file name is not UTF-8"
+        if not is_text(name):
+            skipped[printable(name)] = "the file name is not UTF-8"
             continue
         try:
             unsettled = _unsettled(task.source.stat(), earlier.get(name), entry.settle)
@@ -244,15 +245,6 @@ def _unsettled(status: os.stat_result, earlier: str | None, settle: float) -> tu
     else:
         why = f"its mtime is {-age / 1e9:,.1f} s ahead of this clock; taken once unchanged for {settle:g} s"
     return f"{shape}{since}", f"deferred: {why}"
-
-
-def _utf8(name: str) -> bool:
-    """Whether a file name read from the disk is valid UTF-8 (else it holds surrogates)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _settings_digest(entry: InboxEntry, options: ReadOptions) -> str:

@@ -47,7 +47,7 @@ from producer.inputs import failure
 from producer.quality import FlagLog
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 from producer.streaming import StreamedDocument
-from store.errors import check_text
+from store.errors import is_text
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
 from store.queues import model_key, model_queue, send_chunks
@@ -168,13 +168,8 @@ class JobBuilder:
         it cannot be read or parsed, or its name is not UTF-8 (a job stores names as text;
         `transqueue translate` takes such files); what was stored of it is removed first, and
         the job goes on as if it had never been added."""
-        for name in (source.name, source.target):
-            try:
-                check_text(name)
-            except ValueError:
-                raise DocumentError(
-                    f"{source.name}: the file name is not UTF-8, which a job cannot store"
-                ) from None
+        if not (is_text(source.name) and is_text(source.target)):
+            raise DocumentError(f"{source.name}: the file name is not UTF-8, which a job cannot store")
         n, windows = self.documents, 0
         total, segments, chunker = self.total, self.segments, self.chunker.state()
         try:

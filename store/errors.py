@@ -25,6 +25,21 @@ def check_text(value: str) -> str:
     return value
 
 
+def is_text(value: str) -> bool:
+    """Whether `value` is text (`check_text`): a file name read from the disk holds lone
+    surrogates where its bytes are not UTF-8, as a value read from Redis does."""
+    try:
+        check_text(value)
+    except ValueError:
+        return False
+    return True
+
+
+def printable(value: str) -> str:
+    """`value` for a message, its lone surrogates written as ``\\udcXX`` escapes."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def load_json(raw: str) -> Any:
     """A stored JSON record parsed; ValueError if it is not JSON or not text, a string in it
     included (`check_text`)."""

@@ -25,7 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.errors import CorruptRecord, check_text, load_json
+from store.errors import CorruptRecord, check_text, is_text, load_json
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -398,7 +398,8 @@ class JobStore:
         is not text: it is translated again and rewritten)."""
         if not sentences:
             return []
-        return [_text_or_none(t) for t in self.client.mget([tm_key(s, fingerprint) for s in sentences])]
+        found = self.client.mget([tm_key(s, fingerprint) for s in sentences])
+        return [text if text is not None and is_text(text) else None for text in found]
 
     def capped_in_memory(self, sentences: Sequence[str], fingerprint: str) -> list[bool]:
         """For each sentence: is the memory's translation one that hit the length cap?"""
@@ -669,7 +670,7 @@ class JobStore:
             raw = self.client.hgetall(STATS_KEY)
         except redis.ResponseError:  # not a hash
             return {}
-        return {k: int(v) for k, v in raw.items() if _text_or_none(k) and re.fullmatch(r"-?\d{1,18}", v)}
+        return {k: int(v) for k, v in raw.items() if is_text(k) and re.fullmatch(r"-?\d{1,18}", v)}
 
 
 def _text(value: object) -> str:
@@ -677,14 +678,6 @@ def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r:.80} is not a string")
     return value
-
-
-def _text_or_none(value: str | None) -> str | None:
-    """`value` if it is text (`store.errors.check_text`), else None."""
-    try:
-        return None if value is None else check_text(value)
-    except ValueError:
-        return None
 
 
 def _error_record(raw: str) -> dict[str, object]:

@@ -16,7 +16,7 @@ import redis
 from redis.lock import Lock
 
 from store import defaults
-from store.errors import CorruptRecord, check_text, load_json
+from store.errors import CorruptRecord, is_text, load_json
 from store.keys import InboxKeys, quoted
 
 logger = logging.getLogger(__name__)
@@ -162,9 +162,7 @@ class RunStore:
         as any other. A record whose entry name is not text is dropped (logged). The valid
         records are left as they are."""
         for problem in self.read(name)[1]:
-            try:
-                check_text(problem.run_id)
-            except ValueError:  # bytes that are not UTF-8: no run can bear that id
+            if not is_text(problem.run_id):  # bytes that are not UTF-8: no run can bear that id
                 logger.warning("%s: dropped", problem)
                 self.client.hdel(InboxKeys(name).runs, problem.run_id)
                 continue
