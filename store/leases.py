@@ -235,13 +235,12 @@ def _end(leases: LeaseStore, run: Run) -> None:
             leases.finish(run)
             return
         except redis.RedisError as exc:
+            # between tries, a short pause: the client has waited already if it lost Redis
             if (
                 not redis_away(exc)
                 or isinstance(exc, redis.AuthenticationError)
                 or time.monotonic() >= deadline
-                or SHUTTING_DOWN.wait(
-                    defaults.BUSY_REDIS_PAUSE_S
-                )  # the client waited already if it lost Redis
+                or SHUTTING_DOWN.wait(defaults.BUSY_REDIS_PAUSE_S)
             ):
                 logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
                 return

@@ -39,12 +39,17 @@ def _load_spm(path: Path) -> spm_model.ModelProto:
     return proto
 
 
+def _user_defined(proto: spm_model.ModelProto) -> list[str]:
+    """The model's user-defined pieces, which SentencePiece keeps whole wherever they occur."""
+    return [piece.piece for piece in proto.pieces if piece.type == _USER_DEFINED]
+
+
 def _problems(proto: spm_model.ModelProto) -> list[str]:
     found = []
     if proto.trainer_spec.model_type != 1:  # UNIGRAM
         found.append("not a unigram model (only unigram SentencePiece models are supported)")
     spec = proto.normalizer_spec
-    spaced = [piece.piece for piece in proto.pieces if piece.type == _USER_DEFINED and " " in piece.piece]
+    spaced = [piece for piece in _user_defined(proto) if " " in piece]
     if spec.remove_extra_whitespaces and any("  " in piece for piece in spaced):
         found.append(
             "user-defined pieces holding two spaces in a row, which SentencePiece copies as they "
@@ -67,7 +72,11 @@ def problems(source_spm: Path) -> list[str]:
 
 def source_tokenizer(source_spm: Path) -> Tokenizer:
     """Build the source-side tokenizer from source.spm (pieces are mapped to ids later)."""
-    proto = _load_spm(source_spm)
+    return _source_tokenizer(_load_spm(source_spm), source_spm)
+
+
+def _source_tokenizer(proto: spm_model.ModelProto, source_spm: Path) -> Tokenizer:
+    """`source_tokenizer` of the parsed source.spm `proto` (read from `source_spm`)."""
     found = _problems(proto)
     if found:
         raise ValueError(f"{source_spm}: cannot be converted exactly: {'; '.join(found)}")
@@ -85,8 +94,7 @@ def source_tokenizer(source_spm: Path) -> Tokenizer:
     tokenizer = Tokenizer(
         models.Unigram(pieces, unk_id=unk_id, byte_fallback=proto.trainer_spec.byte_fallback)
     )
-    verbatim = [piece.piece for piece in proto.pieces if piece.type == _USER_DEFINED]
-    normalizer, pre_tokenizer = spm_normalizer.pipeline(proto.normalizer_spec, verbatim)
+    normalizer, pre_tokenizer = spm_normalizer.pipeline(proto.normalizer_spec, _user_defined(proto))
     if normalizer is not None:
         tokenizer.normalizer = normalizer
     if pre_tokenizer is not None:
@@ -101,8 +109,9 @@ def source_json(source_spm: Path) -> str:
     """source.tokenizer.json's text: `source_tokenizer`, with source.spm's user-defined
     pieces listed on its Precompiled step (`VERBATIM_KEY`), since SentencePiece copies them
     as they are where its charsmap would rewrite them."""
-    tokenizer = source_tokenizer(source_spm)
-    verbatim = [piece.piece for piece in _load_spm(source_spm).pieces if piece.type == _USER_DEFINED]
+    proto = _load_spm(source_spm)
+    tokenizer = _source_tokenizer(proto, source_spm)
+    verbatim = _user_defined(proto)
     if not verbatim:
         return tokenizer.to_str(pretty=True)
     data = json.loads(tokenizer.to_str())
