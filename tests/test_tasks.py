@@ -102,16 +102,11 @@ def test_redis_lost_while_recording_a_failure_requeues_the_chunk(server, monkeyp
     assert store.dead_letters("j") == {} and not store.client.hexists(RUNNING_KEY, "j:0")
 
 
-def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkeypatch, tiny_bundle):
-    """Redis dies while the worker translates (the test hook holds the first sentence):
-    writing the result fails, and the chunk goes back to the queue with no strike and no
-    error recorded, since it was not the chunk's fault."""
-    settings = Settings(
-        redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=2, test_poison="sleep:One."
-    )
-    store = JobStore.from_settings(settings)
-    _create_the_job(store)
-    _wire(monkeypatch, settings)
+def _chunk_running_as_redis_dies(
+    server: RedisServer, store: JobStore
+) -> tuple[threading.Thread, list[BaseException]]:
+    """Translate chunk 0 of job "j" in a thread (the settings' test hook holds its first
+    sentence) and kill Redis once it runs; returns the thread and what it raised."""
     outcome: list[BaseException] = []
 
     def run() -> None:
@@ -125,6 +120,20 @@ def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkey
     # the job's fingerprint is claimed just before the translator is asked (and held)
     wait_for(lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start")
     server.kill()
+    return worker, outcome
+
+
+def test_redis_lost_mid_chunk_requeues_the_chunk_without_a_strike(server, monkeypatch, tiny_bundle):
+    """Redis dies while the worker translates (the test hook holds the first sentence):
+    writing the result fails, and the chunk goes back to the queue with no strike and no
+    error recorded, since it was not the chunk's fault."""
+    settings = Settings(
+        redis_url=server.url, bundle=str(tiny_bundle), threads=1, max_deliveries=2, test_poison="sleep:One."
+    )
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    _wire(monkeypatch, settings)
+    worker, outcome = _chunk_running_as_redis_dies(server, store)
     # back after the held sentence (POISON_SLEEP) and the client (2 s) gave up: the run ends then
     restart = threading.Timer(POISON_SLEEP + 4.0, server.start)
     restart.start()
@@ -149,18 +158,7 @@ def test_a_worker_shutting_down_stops_waiting_for_redis_to_end_its_run(server, m
     store = JobStore.from_settings(settings)
     _create_the_job(store)
     _wire(monkeypatch, settings)
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    wait_for(lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start")
-    server.kill()
+    worker, outcome = _chunk_running_as_redis_dies(server, store)
     worker.join(timeout=POISON_SLEEP + 6.0)
     assert worker.is_alive()  # the sentence was written into a Redis that is away: waiting to end the run
     try:
