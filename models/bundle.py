@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models import defaults
+
 MANIFEST = "bundle.json"
 #: A graph's weights are stored beside it, in its name plus this suffix (ONNX external data):
 #: ONNX Runtime maps that file rather than parsing and copying the weights out of the graph.
@@ -107,10 +109,13 @@ class Manifest:
         return [*graphs, *weights, *(self.tokenizer_file(role).name for role in roles)]
 
     def model_key(self, precision: str) -> str:
-        """12 hex digits naming this model at `precision`: jobs are routed by it to the
-        workers that run exactly these files (`store.queues.model_queue`)."""
-        digest = hashlib.sha256(f"{self.fingerprint(*self.files_for(precision))}:{precision}".encode())
-        return digest.hexdigest()[:12]
+        """12 hex digits naming this model at `precision` as this runtime translates with
+        it: the files it loads, the precision, and the runtime's decoding and tokenization
+        revisions (`models.defaults`). Jobs are routed by it to the workers that translate
+        exactly alike (`store.queues.model_queue`)."""
+        files = self.fingerprint(*self.files_for(precision))
+        identity = "\n".join((files, precision, defaults.DECODING, defaults.TOKENIZATION))
+        return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
     def tokenizer_file(self, role: str) -> Path:
         """Path of the "source", "target" or "vocab" tokenizer file."""

@@ -57,3 +57,10 @@ READ_AHEAD = 1024
 #: The decoding scheme, part of the translation-memory fingerprint: a change to how
 #: outputs are produced must change it, so that remembered translations are not reused.
 DECODING = "greedy; batched by padded source length, encoded by exact length, finished rows dropped"
+
+#: How source text becomes ids, part of the translation-memory fingerprint beside
+#: `DECODING`: a change to the runtime's tokenization that can change any sentence's ids
+#: must change it, since the bundle's files (and so their hashes) stay the same. Revision 2
+#: (2026-12-02): the source charsmap applied by `models.charsmap` as SentencePiece applies
+#: it, special tokens split out of the raw text, the unknown piece never matched.
+TOKENIZATION = "marian source.spm pieces through vocab.json, revision 2"

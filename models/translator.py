@@ -278,7 +278,12 @@ class Translator:
                 if checked is not None:
                     checked.result()
         self._banned = np.array(sorted(set(config.bad_words_ids)), dtype=np.int64)
-        settings = {"precision": precision, "decoding": defaults.DECODING, **asdict(decode)}
+        settings = {
+            "precision": precision,
+            "decoding": defaults.DECODING,
+            "tokenization": defaults.TOKENIZATION,
+            **asdict(decode),
+        }
         self.fingerprint = self.manifest.fingerprint(*used) + ":" + repr(sorted(settings.items()))
         if warmup:  # one encoder run and one decoder step set both sessions up
             source = self.codec.encode(defaults.WARMUP_SENTENCE)

@@ -81,6 +81,17 @@ def test_a_model_key_names_the_files_and_the_precision(tiny_bundle):
     assert model_key(Settings(bundle=str(tiny_bundle))) not in (demo, tiny_fp32)
 
 
+@pytest.mark.parametrize("revision", ["DECODING", "TOKENIZATION"])
+def test_a_model_key_names_the_runtimes_revisions(tiny_bundle, monkeypatch, revision):
+    # workers of a release that would translate the same files differently never share a
+    # job's queue (they would dead-letter each other's chunks, or mix two translations)
+    import models.defaults
+
+    before = model_key(Settings(bundle=str(tiny_bundle)))
+    monkeypatch.setattr(models.defaults, revision, "another revision")
+    assert model_key(Settings(bundle=str(tiny_bundle))) != before
+
+
 def test_only_the_chunk_queues_pass_the_queue_check():
     settings = Settings(queue="tq-chunks")
     for queue in ("tq-chunks", model_queue(settings, "0123456789ab")):

@@ -83,6 +83,15 @@ def test_fingerprint_depends_on_precision(tiny_bundle, int8):
     assert Translator(tiny_bundle, warmup=False).fingerprint == int8.fingerprint
 
 
+def test_fingerprint_changes_with_the_runtimes_tokenization(tiny_bundle, int8, monkeypatch):
+    # the same bundle files tokenized by another revision of the runtime must not reuse the
+    # translation memory's entries (their ids, and so their outputs, may differ)
+    import models.defaults
+
+    monkeypatch.setattr(models.defaults, "TOKENIZATION", "another revision")
+    assert Translator(tiny_bundle, warmup=False).fingerprint != int8.fingerprint
+
+
 def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bundle, broken)
