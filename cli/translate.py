@@ -97,7 +97,8 @@ def _named_by_variable(model: Path | None) -> str:
     default=PRECISION,
     show_default=True,
     envvar="TRANSQUEUE_PRECISION",
-    help="Decoder precision [TRANSQUEUE_PRECISION].",
+    show_envvar=True,
+    help="Decoder precision.",
 )
 @record_options
 @click.option("--reflow", is_flag=True, help=".txt: blank-line-separated hard-wrapped paragraphs.")
@@ -106,6 +107,8 @@ def _named_by_variable(model: Path | None) -> str:
 @click.option(
     "--threads",
     type=click.IntRange(1, MAX_THREADS),
+    envvar="TRANSQUEUE_THREADS",
+    show_envvar=True,
     help="Cores to use (default: the CPU budget): batches decoded side by side; for - (stdin), "
     "ONNX Runtime threads on one line at a time.",
 )

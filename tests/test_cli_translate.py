@@ -305,6 +305,26 @@ def test_the_model_comes_from_transqueue_bundle_as_for_workers(tmp_path):
         assert result.output.startswith(f"Error: cannot load the model: {named}{tmp_path}: not a transqueue")
 
 
+def test_threads_and_precision_come_from_the_workers_variables(tiny_bundle, monkeypatch):
+    import cli.translate
+
+    asked = []
+    real = cli.translate.load_translator
+    monkeypatch.setattr(
+        cli.translate, "load_translator", lambda *args, **kw: asked.append(args[1:3]) or real(*args, **kw)
+    )
+    env = {"TRANSQUEUE_THREADS": "1", "TRANSQUEUE_PRECISION": "fp32"}
+    args = ["translate", "--model", str(tiny_bundle), "-"]
+    result = CliRunner().invoke(main, args, input="Hello.\n", env=env)
+    assert result.exit_code == 0, result.output
+    assert asked == [("fp32", 1)]
+    result = CliRunner().invoke(main, [*args[:-1], "--threads", "2", "-"], input="Hello.\n", env=env)
+    assert result.exit_code == 0 and asked[-1] == ("fp32", 2)  # the option wins
+    for variable, bad in (("TRANSQUEUE_THREADS", "0"), ("TRANSQUEUE_PRECISION", "int4")):
+        result = CliRunner().invoke(main, args, input="Hello.\n", env={variable: bad})
+        assert result.exit_code == 2 and f"(env var: '{variable}')" in result.output
+
+
 def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny_bundle):
     os.mkfifo(inputs / "pipe.txt")
     (inputs / "zero.txt").symlink_to("/dev/zero")
