@@ -3,12 +3,16 @@
 A worker's client waits out a Redis restart or AOF load (`defaults.WORKER_PATIENCE`); the
 commands that watch a job (`status`, `wait`, `fetch`, `jobs`) wait TRANSQUEUE_CLIENT_PATIENCE
 seconds and say once that they are waiting; the others give up after a moment. A refused
-password is raised at once: no retry fixes it. `redis_away` tells the errors of a Redis
+password is raised at once: no retry fixes it, nor does waiting in a worker that is stopping
+(`STOPPING`). `redis_away` tells the errors of a Redis
 that is away or takes no writes for now from those of bad records.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.synchronize
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,9 +48,24 @@ def redis_away(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
 
 
+#: Set when this worker is stopping (`worker.tasks`, on Celery's worker_shutting_down): its
+#: patient clients stop waiting for Redis (a failed call raises at once) and a run is no
+#: longer waited on to end (`store.leases`), so that a stop while Redis is away does not
+#: wait out the patience. A prefork worker shares it with its children (`share_stopping`).
+STOPPING: threading.Event | multiprocessing.synchronize.Event = threading.Event()
+
+
+def share_stopping() -> None:
+    """Make `STOPPING` one that the processes forked from now on share with this one: a
+    prefork worker's children then see their parent stop."""
+    global STOPPING
+    STOPPING = multiprocessing.get_context("fork").Event()
+
+
 class PatientRetry(Retry):
     """Retry connection errors with exponential backoff (at most 2 s apart) until `patience`
-    seconds have passed since the first failure; `on_wait` is told of each failure."""
+    seconds have passed since the first failure, or until the worker is stopping
+    (`STOPPING`); `on_wait` is told of each failure."""
 
     def __init__(self, patience: float, on_wait: Callable[[Exception], None] | None = None) -> None:
         super().__init__(ExponentialBackoff(cap=2.0, base=0.1), retries=-1)
@@ -69,13 +88,13 @@ class PatientRetry(Retry):
                 fail(error, failures) if with_failure_count else fail(error)
                 now = time.monotonic()
                 deadline = deadline or now + self.patience
-                if now >= deadline:
+                if now >= deadline or STOPPING.is_set():
                     raise
                 if self.on_wait is not None:
                     self.on_wait(error)
                 # the backoff doubles per failure up to its cap: 2**1024 would overflow a float
                 wait = self._backoff.compute(min(failures, 32))
-                time.sleep(min(wait, max(0.0, deadline - now)))
+                STOPPING.wait(min(wait, max(0.0, deadline - now)))
 
 
 def connect(url: str, patience: float, on_wait: Callable[[Exception], None] | None = None) -> redis.Redis:

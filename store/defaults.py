@@ -232,7 +232,7 @@ BUSY_REDIS_MAX_PAUSE_S = 30.0
 #: chunk's run (`store.leases.held`) before the chunk goes back to the queue: a run entry
 #: left behind reads as a worker's death, a strike, when the chunk runs again. The worker
 #: takes no other chunk meanwhile (Redis is away: there is none to take); a stop ends the wait
-#: (`store.leases.SHUTTING_DOWN`).
+#: (`store.connection.STOPPING`).
 END_RUN_PATIENCE = 600.0
 
 #: Characters of a refused value (a job id, a chunk number, an item) that an error message

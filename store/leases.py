@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from store import defaults, scripts
+from store import connection, defaults, scripts
 from store.connection import redis_away
 from store.errors import load_json
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
@@ -217,17 +217,12 @@ def held(leases: LeaseStore, run: Run, interval: float) -> Iterator[None]:
         _end(leases, run)
 
 
-#: Set when the worker process is shutting down (`worker.tasks`): runs are no longer waited
-#: on to end while Redis is away (`_end`), so that a stop does not wait out the patience.
-SHUTTING_DOWN = threading.Event()
-
-
 def _end(leases: LeaseStore, run: Run) -> None:
     """End `run`. While Redis is away (`store.connection.redis_away`) the run is ended once
     it is back, for up to `defaults.END_RUN_PATIENCE` seconds, before the chunk can go back
     to the queue (which needs Redis too): a run entry left behind would count as a death,
     a strike, when the chunk runs again. Past that, once the worker is shutting down
-    (`SHUTTING_DOWN`), or on any other error (a refused password among them), the lease
+    (`store.connection.STOPPING`), or on any other error (a refused password among them), the lease
     expires by itself and the sweeper watches it."""
     deadline = time.monotonic() + defaults.END_RUN_PATIENCE
     while True:
@@ -240,7 +235,7 @@ def _end(leases: LeaseStore, run: Run) -> None:
                 not redis_away(exc)
                 or isinstance(exc, redis.AuthenticationError)
                 or time.monotonic() >= deadline
-                or SHUTTING_DOWN.wait(defaults.BUSY_REDIS_PAUSE_S)
+                or connection.STOPPING.wait(defaults.BUSY_REDIS_PAUSE_S)
             ):
                 logger.warning("run of chunk %s of job %s not ended: %r", run.chunk, run.job_id, exc)
                 return

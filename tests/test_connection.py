@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import socket
+import threading
+import time
 
 import pytest
 import redis
@@ -25,11 +28,25 @@ def test_a_redis_that_stays_down_is_given_up_on_after_the_patience():
     assert waited and all(isinstance(error, redis.ConnectionError) for error in waited)
 
 
+class _SimulatedStop:
+    """A STOPPING never set whose waits advance a simulated clock."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, seconds: float) -> bool:
+        self.clock[0] += seconds
+        return False
+
+
 def test_an_outage_of_hours_never_overflows_the_backoff(monkeypatch):
     # a real outage of hours cannot run here: the clock is simulated, the failures are real
     clock = [0.0]
     monkeypatch.setattr(connection.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(connection.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    monkeypatch.setattr(connection, "STOPPING", _SimulatedStop(clock))
     failures = []
 
     def fail():
@@ -39,3 +56,38 @@ def test_an_outage_of_hours_never_overflows_the_backoff(monkeypatch):
     with pytest.raises(redis.ConnectionError):
         retry.call_with_retry(fail, lambda error: failures.append(error))
     assert len(failures) > 1024 and clock[0] >= 4 * 3600.0  # waits stay at the 2 s cap
+
+
+@pytest.fixture
+def stopping(monkeypatch):
+    """`connection.STOPPING` for one test (a fresh event, cleared after)."""
+    monkeypatch.setattr(connection, "STOPPING", threading.Event())
+    return connection.STOPPING
+
+
+def test_a_stopping_worker_stops_waiting_for_redis(stopping):
+    client = connect(f"redis://127.0.0.1:{_free_port()}/0", patience=60.0)
+    started = time.monotonic()
+    threading.Timer(0.5, stopping.set).start()  # a stop while the client waits
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    assert time.monotonic() - started < 10.0  # not the minute of patience
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError):  # once stopping, a failed call raises at once
+        client.ping()
+    assert time.monotonic() - started < 2.0
+
+
+def _exits_when_stopping() -> None:
+    raise SystemExit(0 if connection.STOPPING.wait(30.0) else 1)
+
+
+def test_a_prefork_workers_children_see_it_stop(monkeypatch):
+    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)  # restored after the test
+    connection.share_stopping()
+    child = multiprocessing.get_context("fork").Process(target=_exits_when_stopping)
+    child.start()
+    time.sleep(0.3)
+    connection.STOPPING.set()  # in the parent, as worker_shutting_down does
+    child.join(timeout=10.0)
+    assert child.exitcode == 0

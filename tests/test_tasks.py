@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import threading
+import time
 
 import pytest
 import redis
 from celery import signals
 from celery.exceptions import Reject
-from distributed_support import RedisServer, wait_for
+from distributed_support import TRANSQUEUE_WORKER, RedisServer, Worker, wait_for
 
+from store import connection
 from store.config import Settings
 from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, POISON_SLEEP
 from store.jobstore import CANCELLED, DONE, JobStore, NewJob
 from store.keys import RUNNING_KEY, JobKeys
-from store.leases import SHUTTING_DOWN
-from store.queues import DELIVER_TASK
+from store.queues import DELIVER_TASK, model_key, model_queue, send_chunks
 from worker import tasks
 
 pytest_plugins = ["distributed_support"]
@@ -166,9 +169,42 @@ def test_a_worker_shutting_down_stops_waiting_for_redis_to_end_its_run(server, m
         worker.join(timeout=10.0)
         assert not worker.is_alive()
     finally:
-        SHUTTING_DOWN.clear()
+        connection.STOPPING.clear()
     (rejected,) = outcome
     assert isinstance(rejected, Reject) and rejected.requeue
+
+
+@pytest.mark.parametrize("pool", ["prefork", "solo"])
+def test_a_worker_stopped_while_redis_is_away_exits_at_once(server, tiny_bundle, tmp_path, pool):
+    """A real `transqueue worker`, stopped (SIGTERM to its main process alone, as `docker
+    stop` sends it) while its chunk's result waits for a Redis that went away: every wait
+    for Redis ends (a prefork child sees its parent stop), and the worker exits within
+    seconds, not after its client's patience (60 s a call) or END_RUN_PATIENCE (600 s)."""
+    settings = Settings(redis_url=server.url, bundle=str(tiny_bundle))
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    env = {
+        "TRANSQUEUE_REDIS_URL": server.url,
+        "TRANSQUEUE_BUNDLE": str(tiny_bundle),
+        "TRANSQUEUE_THREADS": "1",
+        "TRANSQUEUE_POOL": pool,
+        "TRANSQUEUE_TEST_POISON": "sleep:One.",
+    }
+    worker = Worker(f"stopped-{pool}", env, tmp_path, TRANSQUEUE_WORKER).start()
+    try:
+        send_chunks(
+            settings, "j", [(0, [[0, "One."], [1, "Two."]])], 1, model_queue(settings, model_key(settings))
+        )
+        wait_for(
+            lambda: store.client.hget(JobKeys("j").meta, "fingerprint") is not None, "the chunk to start"
+        )
+        server.kill()
+        time.sleep(POISON_SLEEP + 1.0)  # the held sentence is done: its result waits for Redis
+        os.kill(worker.process.pid, signal.SIGTERM)
+        worker.process.wait(timeout=30.0)
+        assert "not ended: " in worker.log_text()  # it was waiting to end the chunk's run
+    finally:
+        worker.kill()
 
 
 def _deliveries(server: RedisServer) -> list[tuple[str, list[object]]]:

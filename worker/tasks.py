@@ -12,12 +12,13 @@ from celery import concurrency, signals
 from celery.concurrency.prefork import TaskPool as ForkPool
 from celery.exceptions import Reject
 
+from store import connection
 from store.config import env_settings
 from store.connection import redis_away
 from store.defaults import BUSY_REDIS_MAX_PAUSE_S, BUSY_REDIS_PAUSE_S, ORPHAN_REASON_CHARS
 from store.jobstore import CANCELLED, CorruptRecord, DeadLetter, JobInfo, JobStore, process_store
 from store.keys import quoted, shortened
-from store.leases import BUSY, GONE, SHUTTING_DOWN, Run, Sweeper, current_worker, held
+from store.leases import BUSY, GONE, Run, Sweeper, current_worker, held
 from store.queues import TRANSLATE_TASK, model_key, model_queue, send_delivery
 from worker import runtime
 from worker.celery import app
@@ -41,6 +42,7 @@ def _load_the_model(sender: Any = None, **_: Any) -> None:
     settings = env_settings()
     try:
         if _forks(sender):
+            connection.share_stopping()  # before the children fork: they see the stop
             warnings = runtime.check_bundle(settings)
         else:
             runtime.load_translator(settings)
@@ -66,9 +68,10 @@ def _load_after_fork(**_: Any) -> None:
 
 @signals.worker_shutting_down.connect
 def _stop_waiting_on_redis(**_: Any) -> None:
-    """A stop (Ctrl-C, SIGTERM) ends the wait to end a run while Redis is away
-    (`store.leases.SHUTTING_DOWN`): the chunk's lease then expires by itself."""
-    SHUTTING_DOWN.set()
+    """A stop (Ctrl-C, SIGTERM) ends every wait for Redis (`store.connection.STOPPING`): a
+    call to a Redis that is away fails at once, and a chunk's run is not waited on to end
+    (its lease then expires by itself)."""
+    connection.STOPPING.set()
 
 
 @signals.worker_ready.connect
@@ -164,7 +167,7 @@ def _requeued(reason: str, exc: BaseException) -> Reject:
     (`RefusalPause`), so that the message does not go round the queue in a tight loop; a
     connection lost has already been waited for by the patient store."""
     if isinstance(exc, redis.ResponseError):
-        time.sleep(REFUSALS.next())
+        connection.STOPPING.wait(REFUSALS.next())
     return Reject(reason, requeue=True)
 
 
