@@ -237,6 +237,22 @@ def test_hub_id_offline_fails_with_local_directory_advice(monkeypatch, tmp_path)
         resolve("Helsinki-NLP/opus-mt-en-zh")
 
 
+def test_a_hub_error_of_several_lines_is_reported_on_one(monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    said = "Got: ConnectError: [Errno -2] Name or service not known\nAn error happened while trying to locate"
+
+    def unreachable(*_args, **_kwargs):  # what the hub says when its host cannot be resolved
+        raise LocalEntryNotFoundError(said)
+
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", unreachable)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    with pytest.raises(SourceError) as error:
+        resolve("Helsinki-NLP/opus-mt-en-zh")
+    assert "\n" not in str(error.value) and "not known An error happened" in str(error.value)
+
+
 def _fake_hub(monkeypatch, tmp_path, listing, checkpoint=None):
     """Stand-ins for the hub (unreachable here): `listing` is the repo's files, or an
     exception to raise; the snapshot holds the allowed ones, copied from `checkpoint` where

@@ -145,9 +145,10 @@ def resolve(source: str, revision: str | None = None) -> Checkpoint:
         files = [*CHECKPOINT_FILES, *_weights(source, revision)]
         directory = Path(snapshot_download(source, revision=revision, allow_patterns=files))
     except Exception as error:  # offline, unreachable endpoint, unknown repo or revision
+        said = " ".join(str(error).split())  # the hub's errors run over several lines
         raise SourceError(
             f"could not download {source} from the HuggingFace hub ({type(error).__name__}: "
-            f"{error}). Without hub access, download the model elsewhere (e.g. `git clone "
+            f"{said}). Without hub access, download the model elsewhere (e.g. `git clone "
             f"https://huggingface.co/{source}`), copy the directory here and pass it instead: "
             f"transqueue export /path/to/{source.split('/')[-1]} --out DIR"
         ) from error
