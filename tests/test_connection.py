@@ -13,6 +13,8 @@ import redis
 from store import connection
 from store.connection import PatientRetry, connect
 
+pytest_plugins = ["distributed_support"]
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -76,6 +78,16 @@ def test_a_stopping_worker_stops_waiting_for_redis(stopping):
     with pytest.raises(redis.ConnectionError):  # once stopping, a failed call raises at once
         client.ping()
     assert time.monotonic() - started < 2.0
+
+
+def test_a_stopping_worker_still_reconnects_a_connection_redis_closed(stopping, redis_server):
+    # a warm shutdown lets the chunk under way finish: a pooled connection that Redis closed
+    # while idle fails once, and the call goes on over a new one
+    client = connect(redis_server.url, patience=60.0)
+    client.set("tq:test:stopping", "1")
+    redis_server.client().client_kill_filter(_type="normal", skipme=True)
+    stopping.set()
+    assert client.get("tq:test:stopping") == "1"
 
 
 def _exits_when_stopping() -> None:
