@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import itertools
 import json
 import re
 from pathlib import Path
@@ -33,16 +34,17 @@ class PieceTable:
     """vocab.json (piece → id) as flat arrays: pieces by id, and ids in piece order."""
 
     def __init__(self, vocab: dict[str, int]) -> None:
-        size = max(vocab.values(), default=-1) + 1
+        ids = list(vocab.values())
+        size = max(ids, default=-1) + 1
         by_id = [b""] * size
-        self.present = np.zeros(size, dtype=bool)
         for piece, id_ in vocab.items():
             by_id[id_] = piece.encode("utf-8")
-            self.present[id_] = True
+        self.present = np.zeros(size, dtype=bool)
+        self.present[ids] = True
         self._offsets = np.zeros(size + 1, dtype=np.int64)
-        np.cumsum([len(piece) for piece in by_id], out=self._offsets[1:])
+        np.cumsum(list(map(len, by_id)), out=self._offsets[1:])
         self._blob = b"".join(by_id)
-        present = np.flatnonzero(self.present)
+        present = np.flatnonzero(self.present).tolist()
         self._sorted = np.array(sorted(present, key=by_id.__getitem__), dtype=np.int32)
 
     def __len__(self) -> int:
@@ -63,6 +65,15 @@ class PieceTable:
         if index < len(self._sorted) and self.piece_bytes(self._sorted[index]) == key:
             return int(self._sorted[index])
         return None
+
+
+def _piece_ids(model: dict) -> dict[str, int]:
+    """Piece → id of a source tokenizer's model: a unigram model's pieces are numbered in
+    the order listed (a later duplicate wins, as in `tokenizers`); a word-level model lists
+    them with their ids."""
+    if model["type"] == "Unigram":
+        return {piece: id_ for id_, (piece, _score) in enumerate(model["vocab"])}
+    return dict(model["vocab"])
 
 
 def _decoder(target: dict):
@@ -141,9 +152,12 @@ class MarianCodec:
         #: Source ids of the special tokens where this class splits them out itself (below).
         self._specials: dict[str, int] = {}
         self._special_split: re.Pattern[str] | None = None
+        # piece → source id, as the tokenizer's get_vocab gives it, without the 65,000-entry
+        # dict made in Rust and converted (a tenth of a second at opus-mt size)
+        source_ids = _piece_ids(source["model"])
         if self._charsmap is None:
             self._source = Tokenizer.from_str(json.dumps(source))
-            source_ids = self._source.get_vocab(with_added_tokens=True)
+            source_ids.update((token["content"], token["id"]) for token in source.get("added_tokens", []))
         else:
             # With the charsmap taken out, the special tokens are split out of the raw text
             # here, as `tokenizers` and MarianTokenizer do before normalizing, and the text
@@ -151,7 +165,6 @@ class MarianCodec:
             # "＜/s＞", which the charsmap rewrites into "</s>", stays pieces, never an end of
             # sentence. Their source ids follow the unigram model's.
             self._source = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
-            source_ids = self._source.get_vocab()
             first = max(source_ids.values(), default=-1) + 1
             self._specials = {content: first + i for i, content in enumerate(specials)}
             if specials:
@@ -168,10 +181,11 @@ class MarianCodec:
         self._decoded = self.vocab.present.copy()
         self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
         # source id → vocab.json id (unk_id where vocab.json lacks the piece).
-        size = max([*source_ids.values(), *self._specials.values()]) + 1
+        source_ids.update(self._specials)
+        size = max(source_ids.values(), default=-1) + 1
         self._by_source_id = np.full(size, unk_id, dtype=np.int64)
-        for piece, source_id in [*source_ids.items(), *self._specials.items()]:
-            self._by_source_id[source_id] = vocab.get(piece, unk_id)
+        positions = np.fromiter(source_ids.values(), dtype=np.int64, count=len(source_ids))
+        self._by_source_id[positions] = list(map(vocab.get, source_ids, itertools.repeat(unk_id)))
         del target, vocab, source_ids
         self.eos_id = eos_id
         self.unk_id = unk_id
