@@ -31,7 +31,7 @@ import onnxruntime as ort
 
 from models import defaults
 from models.batching import Batch, Row, group, padded_length, padding_mask, split_points
-from models.bundle import BundleError, default_bundle_dir, read_manifest, verify_files
+from models.bundle import BundleError, Manifest, ModelConfig, default_bundle_dir, read_manifest, verify_files
 from models.heap import trim_heap
 from models.threads import cpu_budget
 from models.tokenizer import MarianCodec
@@ -105,6 +105,21 @@ def _register_shared_arena() -> None:
     314 MB, at the same speed. Called once, before any session is created."""
     memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg({}))
+
+
+def _codec(
+    manifest: Manifest, tokenizers: list[Path], config: ModelConfig, prefix_ids: tuple[int, ...], verify: bool
+) -> MarianCodec:
+    """The bundle's codec, its tokenizer files checked first (with `verify`) so that a
+    corrupt one is reported as such, not as a parse error."""
+    if verify:
+        verify_files(manifest, [path.name for path in tokenizers])
+    try:
+        return MarianCodec(
+            *tokenizers, eos_id=config.eos_token_id, unk_id=config.unk_token_id, prefix_ids=prefix_ids
+        )
+    except Exception as error:  # the tokenizers library raises its own exception types
+        raise BundleError(f"{manifest.directory}: unreadable tokenizer files: {error}") from error
 
 
 def _session(path: Path, options: SessionOptions, spinning: bool) -> ort.InferenceSession:
@@ -251,28 +266,21 @@ class Translator:
         self.config = config
         lang = (config.target_lang_token_id,) if decode.add_target_lang_token else ()
         tokenizers = [self.manifest.tokenizer_file(role) for role in ("source", "target")]
-        if verify:  # a corrupt tokenizer file is reported as such, not as a parse error
-            verify_files(self.manifest, [path.name for path in tokenizers])
-        try:
-            self.codec = MarianCodec(
-                *tokenizers,
-                eos_id=config.eos_token_id,
-                unk_id=config.unk_token_id,
-                prefix_ids=tuple(i for i in lang if i is not None),
-            )
-        except Exception as error:  # the tokenizers library raises its own exception types
-            raise BundleError(f"{self.manifest.directory}: unreadable tokenizer files: {error}") from error
-        # The other sha256 checks and both sessions' creation run side by side (hashlib and
-        # ORT release the GIL); a corrupt file is reported as such, before any ORT error.
+        prefix_ids = tuple(i for i in lang if i is not None)
+        # The codec (Python, holding the GIL), the sha256 checks and both sessions' creation
+        # run side by side (hashlib and ORT release the GIL); a corrupt file is reported as
+        # such, before any ORT error or tokenizer parse error.
         _register_shared_arena()
         graphs = [name for name in used if name not in {path.name for path in tokenizers}]
-        with ThreadPoolExecutor(3, thread_name_prefix="translator-load") as pool:
+        with ThreadPoolExecutor(4, thread_name_prefix="translator-load") as pool:
+            codec = pool.submit(_codec, self.manifest, tokenizers, config, prefix_ids, verify)
             checked = pool.submit(verify_files, self.manifest, graphs) if verify else None
             # only the decoder's threads may spin: its runs come one after another, while
             # a spinning encoder pool would contend with them between its own runs
             encoder = pool.submit(_session, encoder_path, session, False)
             decoder = pool.submit(_session, decoder_path, session, session.allow_spinning)
             try:
+                self.codec = codec.result()
                 self._encoder, self._decoder = encoder.result(), decoder.result()
             finally:
                 if checked is not None:
