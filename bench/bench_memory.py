@@ -57,8 +57,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=opus_sized.WORK)
     parser.add_argument("--record", type=Path)
+    parser.add_argument(
+        "--source-pieces",
+        type=int,
+        default=0,
+        help="pad the source tokenizer to this many pieces (build_cache.padded_source): an "
+        "opus-mt source.spm's size, for its load time",
+    )
     args = parser.parse_args()
     bundle = opus_sized.bundle(work=args.work)
+    if args.source_pieces:
+        bundle = build_cache.padded_source(bundle, args.source_pieces)
     print(size_report(bundle, json.loads((bundle / "bundle.json").read_text())))
     lines = [
         "| decoder | max_batch | ready from process start (s) | RSS when ready (MB) "

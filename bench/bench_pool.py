@@ -51,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from build_cache import page_in  # noqa: E402
+from build_cache import padded_source, page_in  # noqa: E402
 from distributed_support import TRANSQUEUE_WORKER, RedisServer, Worker, wait_for  # noqa: E402
 from report import publish  # noqa: E402
 
@@ -245,6 +245,13 @@ def report(results: list[Measurement]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bundle", default="", help="bundle directory (default: demo model)")
+    parser.add_argument(
+        "--source-pieces",
+        type=int,
+        default=0,
+        help="pad the bundle's source tokenizer to this many pieces (build_cache.padded_source): "
+        "an opus-mt source.spm's size, for its load time",
+    )
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--sentences", type=int, default=400)
     parser.add_argument("--pools", nargs="+", default=list(CANDIDATES), choices=CANDIDATES)
@@ -257,6 +264,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="measurements of each case, interleaved")
     parser.add_argument("--record", type=Path, help="append the table to this Markdown file")
     args = parser.parse_args()
+    if args.source_pieces:
+        args.bundle = str(padded_source(Path(args.bundle or default_bundle_dir()), args.source_pieces))
     sentences = read_sentences(args.corpus, args.sentences)
     with tempfile.TemporaryDirectory() as tmp:
         redis = RedisServer(Path(tmp) / "redis")

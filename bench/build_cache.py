@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,40 @@ def bundle(work: Path, kind: str, checkpoint: Path, parameters: dict, quantize) 
     if not (path / "bundle.json").exists():
         export(str(checkpoint), path, ExportOptions(validate=False, quantize=quantize))
     return path
+
+
+def padded_source(bundle_dir: Path, pieces: int) -> Path:
+    """`bundle_dir` beside itself as BUNDLE-sourcePIECES, its source tokenizer's unigram
+    model padded to `pieces` pieces (the stand-in's tiny source.spm has a few hundred; an
+    opus-mt source.spm has tens of thousands, which a Translator's load parses and maps).
+    The added pieces are vocab.json pieces it lacks, each scored below every existing piece,
+    so they hardly change how text is cut; every other file is hard-linked, and the manifest's
+    sha256 of the source tokenizer is updated. For load times only: outputs may change."""
+    bundle_dir = Path(bundle_dir).resolve()
+    path = bundle_dir.with_name(f"{bundle_dir.name}-source{pieces}")
+
+    def make(staging: Path) -> None:
+        manifest = json.loads((bundle_dir / "bundle.json").read_text())
+        name = manifest["tokenizer"]["source"]
+        source = json.loads((bundle_dir / name).read_text(encoding="utf-8"))
+        vocab = source["model"]["vocab"]
+        floor = min(score for _, score in vocab) - 1.0
+        held = {piece for piece, _ in vocab}
+        vocab_json = json.loads((bundle_dir / manifest["tokenizer"]["vocab"]).read_text(encoding="utf-8"))
+        extra = [piece for piece in vocab_json if piece not in held][: max(0, pieces - len(vocab))]
+        vocab += [[piece, floor - i * 1e-4] for i, piece in enumerate(extra)]
+        staging.mkdir(parents=True)
+        for file in bundle_dir.iterdir():
+            if file.name not in (name, "bundle.json"):
+                os.link(file, staging / file.name)  # the same bytes, no copy
+        data = json.dumps(source, ensure_ascii=False).encode()
+        (staging / name).write_bytes(data)
+        manifest["files"][name] = {**manifest["files"][name], "sha256": hashlib.sha256(data).hexdigest()}
+        if "bytes" in manifest["files"][name]:
+            manifest["files"][name]["bytes"] = len(data)
+        (staging / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+    return build_once(path, make)
 
 
 def page_in(path: Path | str) -> None:
