@@ -100,7 +100,24 @@ def load_schedule(path: str | Path) -> tuple[InboxEntry, ...]:
     for name in names:
         if names.count(name) > 1:
             raise ScheduleError(f"{path}: inbox name {name!r} is used twice")
+    _check_outboxes(path, entries)
     return entries
+
+
+def _check_outboxes(path: Path, entries: tuple[InboxEntry, ...]) -> None:
+    """ScheduleError when two entries' outboxes are the same directory or one holds the
+    other: their deliveries would write over each other's translations (two inboxes each
+    holding ``a.txt``), every run of each saying it delivered."""
+    outboxes = [Path(e.outbox).expanduser().resolve() for e in entries]
+    for i, outbox in enumerate(outboxes):
+        for j in range(i + 1, len(outboxes)):
+            other = outboxes[j]
+            if outbox == other or outbox in other.parents or other in outbox.parents:
+                raise ScheduleError(
+                    f"{path}: inbox entries {i + 1} ({entries[i].name!r}) and {j + 1} "
+                    f"({entries[j].name!r}) write to the same outbox ({entries[i].outbox} and "
+                    f"{entries[j].outbox}): their translations would overwrite each other"
+                )
 
 
 def _entry(path: Path, n: int, table: object) -> InboxEntry:

@@ -135,6 +135,21 @@ def test_duplicate_names_and_bad_syntax(tmp_path):
         load_schedule(path)
 
 
+@pytest.mark.parametrize("second", ["o", "./o/", "o/sub"])
+def test_two_entries_may_not_share_an_outbox(tmp_path, second):
+    path = tmp_path / "s.json"
+    entries = [
+        {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1},
+        {"name": "b", "inbox": "i2", "outbox": second, "schedule": 1},
+    ]
+    path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
+    with pytest.raises(ScheduleError, match=r"entries 1 \('a'\) and 2 \('b'\) write to the same outbox"):
+        load_schedule(path)
+    entries[1]["outbox"] = "o2"  # a sibling whose name starts the same is another directory
+    path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
+    assert [e.outbox for e in load_schedule(path)] == ["o", "o2"]
+
+
 def test_crontab_fields_split_on_any_whitespace_and_intervals_expire(tmp_path):
     path = tmp_path / "s.json"
     entries = [
