@@ -478,6 +478,8 @@ class JobStore:
             h = self.client.hgetall(key)
             return JobInfo.from_hash(job_id, h) if h else None
         except (redis.ResponseError, KeyError, ValueError) as exc:  # WRONGTYPE, missing field
+            if isinstance(exc, redis.ResponseError) and not str(exc).startswith("WRONGTYPE"):
+                raise  # Redis refusing the call (a DB index out of range, NOPERM): not the key
             raise CorruptRecord(f"{key} does not hold a job ({exc!r})") from None
 
     def infos(self, job_ids: list[str]) -> Iterator[JobInfo]:

@@ -114,6 +114,14 @@ def test_a_bad_job_id_or_a_corrupt_job_is_one_line(redis_server):
     assert result.exit_code == 1 and "tq:job:junk does not hold a job" in result.output
 
 
+def test_a_database_redis_refuses_is_not_called_a_corrupt_job(redis_server):
+    out_of_range = redis_server.url.rsplit("/", 1)[0] + "/99"
+    for command in ("status", "wait", "fetch", "cancel"):
+        result = CliRunner().invoke(main, [command, "abc"], env={"TRANSQUEUE_REDIS_URL": out_of_range})
+        assert result.exit_code == 1 and "DB index is out of range" in result.output, result.output
+        assert "does not hold a job" not in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize(
     ("password", "message"),
     [("", "authentication failed (no password in TRANSQUEUE_REDIS_URL)"), ("wrong", "(wrong password?)")],
