@@ -118,9 +118,15 @@ def atomic_target(path: Path, overwrite: bool = True, always: bool = False) -> I
     The temporary name (``.NAME.PID.tmp``, NAME shortened so that it fits the directory's
     longest name) never outlives the block. Without ``overwrite``, the move never replaces a
     file: where ``path`` exists by then (made by something else while the block wrote), it
-    raises OutputAppeared and ``path`` is left as it is.
+    raises OutputAppeared and ``path`` is left as it is. A file in the place of one of the
+    directories of ``path`` is NotADirectoryError naming it (mkdir's "File exists" would
+    read as the output existing).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as error:
+        reason = f"{os.strerror(errno.ENOTDIR)} ({error.filename} exists and is not a directory)"
+        raise NotADirectoryError(errno.ENOTDIR, reason, str(path)) from None
     temporary = path.with_name(_temporary_name(path))
     succeeded = False
     try:

@@ -119,3 +119,11 @@ def test_a_walk_without_hidden_names_never_enters_a_dot_directory(tmp_path: Path
                 list(walk)
         else:
             assert [first, *walk] == [tmp_path / "a.txt"]
+
+
+def test_a_file_in_place_of_an_output_directory_is_named_as_such(tmp_path: Path):
+    (tmp_path / "a.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(NotADirectoryError) as raised, atomic_target(tmp_path / "a.txt" / "b.txt"):
+        pass
+    assert raised.value.strerror == f"Not a directory ({tmp_path / 'a.txt'} exists and is not a directory)"
+    assert raised.value.filename == str(tmp_path / "a.txt" / "b.txt")
