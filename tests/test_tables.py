@@ -138,6 +138,12 @@ def test_a_header_bom_does_not_hide_a_column_name():
         ('id,text\n1,"open\n2,x\n', ("text",), "t.csv:2: a quoted cell is never closed"),
         ('id,text\n1,"a"b\n', ("text",), "t.csv:2: text after the closing quote"),
         ("id,text\n", (), "t.csv: a CSV document needs at least one column (--column)"),
+        (
+            "id,text,text\n1,x,y\n",
+            ("text",),
+            "t.csv: 2 columns are named 'text' (indexes 1, 2); name the ones to translate by their "
+            "0-based index",
+        ),
     ],
 )
 def test_table_errors_name_the_file(content, columns, message):

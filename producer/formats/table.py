@@ -55,10 +55,18 @@ def header_of(text: str, delimiter: str, where: str) -> list[str]:
 
 def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) -> list[int]:
     """The sorted distinct indexes of ``columns`` (names, or else 0-based indexes) in ``header``;
-    DocumentError naming ``where`` and listing the header's columns for one it lacks."""
+    DocumentError naming ``where`` and listing the header's columns for one it lacks, or
+    naming the indexes of a name that several columns share (only one of them would be
+    translated)."""
     names = [name.lstrip("\ufeff") for name in header]
     indexes: set[int] = set()
     for column in columns:
+        if names.count(column) > 1:
+            shared = ", ".join(str(i) for i, name in enumerate(names) if name == column)
+            raise DocumentError(
+                f"{where}: {names.count(column)} columns are named {column!r} (indexes {shared}); "
+                "name the ones to translate by their 0-based index"
+            )
         if column in names:
             indexes.add(names.index(column))
         elif column.isascii() and column.isdigit() and int(column) < len(names):
