@@ -156,7 +156,7 @@ def read_manifest(directory: str | Path) -> Manifest:
     if not path.is_file():
         raise BundleError(
             f"{directory}: not a transqueue model bundle (no {MANIFEST}). Make one with "
-            "`transqueue export Helsinki-NLP/opus-mt-en-zh --out DIR` and pass --model DIR."
+            "`transqueue export Helsinki-NLP/opus-mt-en-zh --out DIR`."
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
