@@ -107,17 +107,32 @@ def load_schedule(path: str | Path) -> tuple[InboxEntry, ...]:
 def _check_outboxes(path: Path, entries: tuple[InboxEntry, ...]) -> None:
     """ScheduleError when two entries' outboxes are the same directory or one holds the
     other: their deliveries would write over each other's translations (two inboxes each
-    holding ``a.txt``), every run of each saying it delivered."""
+    holding ``a.txt``), every run of each saying it delivered; likewise when an entry's
+    outbox and another entry's inbox overlap (its outputs read back as inputs, or written
+    over them)."""
     outboxes = [Path(e.outbox).expanduser().resolve() for e in entries]
+    inboxes = [Path(e.inbox).expanduser().resolve() for e in entries]
     for i, outbox in enumerate(outboxes):
         for j in range(i + 1, len(outboxes)):
-            other = outboxes[j]
-            if outbox == other or outbox in other.parents or other in outbox.parents:
+            if _overlap(outbox, outboxes[j]):
                 raise ScheduleError(
                     f"{path}: inbox entries {i + 1} ({entries[i].name!r}) and {j + 1} "
                     f"({entries[j].name!r}) write to the same outbox ({entries[i].outbox} and "
                     f"{entries[j].outbox}): their translations would overwrite each other"
                 )
+        for j, inbox in enumerate(inboxes):
+            if j != i and _overlap(outbox, inbox):
+                raise ScheduleError(
+                    f"{path}: the outbox of inbox entry {i + 1} ({entries[i].name!r}, "
+                    f"{entries[i].outbox}) overlaps the inbox of entry {j + 1} ({entries[j].name!r}, "
+                    f"{entries[j].inbox}): its translations would be read back as inputs, or "
+                    "written over them"
+                )
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    """Whether directories ``a`` and ``b`` are the same or one holds the other."""
+    return a == b or a in b.parents or b in a.parents
 
 
 def _entry(path: Path, n: int, table: object) -> InboxEntry:

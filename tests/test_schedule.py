@@ -150,6 +150,23 @@ def test_two_entries_may_not_share_an_outbox(tmp_path, second):
     assert [e.outbox for e in load_schedule(path)] == ["o", "o2"]
 
 
+@pytest.mark.parametrize("inbox", ["o", "o/sub", "."])
+def test_an_outbox_may_not_overlap_another_entrys_inbox(tmp_path, inbox):
+    path = tmp_path / "s.json"
+    entries = [
+        {"name": "a", "inbox": "i", "outbox": "o", "schedule": 1},
+        {"name": "b", "inbox": inbox, "outbox": "o2", "schedule": 1},
+    ]
+    path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
+    with pytest.raises(
+        ScheduleError, match=r"outbox of inbox entry 1 \('a', o\) overlaps the inbox of entry 2"
+    ):
+        load_schedule(path)
+    entries[1]["inbox"] = "i"  # two entries may read one inbox into outboxes of their own
+    path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
+    assert [e.inbox for e in load_schedule(path)] == ["i", "i"]
+
+
 def test_crontab_fields_split_on_any_whitespace_and_intervals_expire(tmp_path):
     path = tmp_path / "s.json"
     entries = [
