@@ -360,7 +360,7 @@ def fetch_command(
                 flags.keep()
                 written += 1
                 done.add(rendered.n)
-                dead.extend((rendered.name, letter) for letter in rendered.dead)
+                dead.extend((rendered.name, line, letter) for line, letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         if written:  # say what is on disk before why the rest is not (--follow, cancelled)
             click.echo(written_line(), err=True)
@@ -374,8 +374,9 @@ def fetch_command(
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
-    for name, letter in dead:
-        click.echo(f"{name}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
+    for name, line, letter in dead:
+        where = name if stream else f"{name}:{line}"  # a stdin unit: its name says where
+        click.echo(f"{where}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
     for error in missing:
         click.echo(f"error: {error}; pass that file with --source FILE", err=True)
     for error in refused:

@@ -44,7 +44,7 @@ from producer.documents import Document, DocumentError, ReadOptions, format_of, 
 from producer.files import FileTask, contained, write_atomic
 from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
 from producer.inputs import failure
-from producer.quality import FlagLog
+from producer.quality import FlagLog, segment_lines
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 from producer.streaming import StreamedDocument
 from store.errors import is_text
@@ -271,12 +271,13 @@ Piece = str | list[str | None]
 class Rendered:
     """One document of a job: its record, its translation a window at a time as `pieces` is
     consumed (None while sentences are unsettled), and the dead letters of the windows
-    rendered so far (all of them once `pieces` is exhausted)."""
+    rendered so far (all of them once `pieces` is exhausted), each with the line of the
+    document where its sentence starts."""
 
     n: int
     record: DocumentRecord
     pieces: Iterator[Piece] | None
-    dead: list[DeadLetter] = field(default_factory=list)
+    dead: list[tuple[int, DeadLetter]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -400,7 +401,7 @@ def iter_documents(
         if unsettled is not None:
             yield Rendered(n, record, None)
             continue
-        dead: list[DeadLetter] = []
+        dead: list[tuple[int, DeadLetter]] = []
         yield Rendered(n, record, _pieces(store, job_id, n, record, flags, dead), dead)
 
 
@@ -418,9 +419,10 @@ def _pieces(
     n: int,
     record: DocumentRecord,
     flags: FlagLog | None,
-    dead: list[DeadLetter],
+    dead: list[tuple[int, DeadLetter]],
 ) -> Iterator[Piece]:
-    """Each window of document `n` rendered, its dead letters added to `dead`."""
+    """Each window of document `n` rendered, its dead letters added to `dead` with the line
+    where each one's sentence starts."""
     name = report_name(record, n)
     path = None if record.name == STDIN else os.path.realpath(record.name)
     for w in range(record.windows):
@@ -436,7 +438,13 @@ def _pieces(
                 f"{record.name}: {len(doc.segments)} stored segments but "
                 f"{len(window.slots)} slots (window {w} of document {n} of job {job_id})"
             )
-        dead += [state for state in states if isinstance(state, DeadLetter)]
+        if any(isinstance(state, DeadLetter) for state in states):
+            line = segment_lines(doc, window.first_line)
+            dead += [
+                (line(seg.start), state)
+                for seg, state in zip(doc.segments, states, strict=True)
+                if isinstance(state, DeadLetter)
+            ]
         translations = [
             seg.text if isinstance(state, DeadLetter) else state
             for seg, state in zip(doc.segments, states, strict=True)

@@ -115,6 +115,14 @@ def _visible(text: str) -> int:
     return sum(not c.isspace() for c in text)
 
 
+def segment_lines(document: Document, first_line: int = 1) -> Callable[[int], int]:
+    """The line of ``document`` (a window starting at ``first_line``) on which the segment
+    starting at a given offset starts, as the flag records count lines."""
+    text = document.render([s.text for s in document.segments])
+    newlines = [match.start() for match in _NEWLINE.finditer(text)]
+    return lambda start: first_line + bisect.bisect_left(newlines, start)
+
+
 class FlagLog:
     """Counts the flags of a run's sentences and writes each flagged one to ``out`` as JSONL.
 
