@@ -166,7 +166,8 @@ def status_command(job_id: str) -> None:
         f"dead letters {info.dead}",
     ]
     if info.model:
-        lines.append(f"model        {info.model} ({store.serving(info.queue)} workers serving it)")
+        serving = store.serving(info.queue)
+        lines.append(f"model        {info.model} ({serving} worker{'' if serving == 1 else 's'} serving it)")
     if info.out:
         lines.append(f"output       {info.out}")
     lines.append(_flags_line(store, job_id, info.documents))

@@ -306,6 +306,8 @@ def test_a_job_asks_for_its_model_and_says_when_no_worker_serves_it(redis_server
         cancel.cancel()
     assert waited.output.count(f"waiting for a worker serving model {key} (queue 'transqueue.{key}')") == 1
     store.announce(current_worker(), f"transqueue.{key}", 60)  # as each worker's sweeper does
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    assert f"model        {key} (1 worker serving it)" in status
     store.announce("elsewhere:7", f"transqueue.{key}", 60)
     store.announce("other-model:8", f"transqueue.{model_key(Settings())}", 60)
     status = CliRunner().invoke(main, ["status", job_id], env=env).output
