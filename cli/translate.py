@@ -150,6 +150,10 @@ def translate_command(
             raise click.UsageError("--column reads .csv/.tsv files, not stdin")
         _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
         return
+    if out == "-":  # not a file named "-": files are written atomically, never to stdout
+        raise click.UsageError(
+            "-o -: files are written to files; stdout takes stdin's lines ('-' as the input)"
+        )
     try:
         tasks = plan_files(
             inputs, Path(out) if out else None, out_is_dir=bool(out) and out.endswith(("/", os.sep))

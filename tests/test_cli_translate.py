@@ -174,6 +174,15 @@ def test_out_ending_in_a_slash_is_a_directory_even_before_it_exists(tmp_path, ti
         assert written.is_file()
 
 
+def test_out_dash_is_refused_not_a_file_named_dash(tmp_path, tiny_bundle, monkeypatch):
+    source = tmp_path / "one.txt"
+    source.write_text("Hello there.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["translate", str(source), "-o", "-", "--model", str(tiny_bundle)])
+    assert result.exit_code == 2 and "-o -: " in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.txt"]
+
+
 def test_an_empty_out_writes_next_to_the_input_as_no_out_does(tmp_path, tiny_bundle):
     source = tmp_path / "one.txt"
     source.write_text("Hello there.\n", encoding="utf-8")
