@@ -92,15 +92,20 @@ class Translations:
         for segment in document.segments:
             counts[segment.text] = counts.get(segment.text, 0) + 1
         todo = [text for text in counts if text not in self.memory]
-        progress(sum(counts[text] for text in counts if text in self.memory))
+        self._settled(sum(counts[text] for text in counts if text in self.memory), progress)
         for text, result in zip(todo, self.translator.translate(todo), strict=True):
             self.memory[text] = result.text
             self.report.translated += 1
             if result.hit_length_cap:
                 self.capped.add(text)
-            progress(counts[text])
-        self.report.sentences += len(document.segments)
+            self._settled(counts[text], progress)
         return [self.memory[segment.text] for segment in document.segments]
+
+    def _settled(self, sentences: int, progress: Progress) -> None:
+        """Count `sentences` translated as they are (an interrupted run's summary counts
+        what it translated, not only whole documents), and report them."""
+        self.report.sentences += sentences
+        progress(sentences)
 
     def checked(
         self, source: Path, path: str, document: Document, progress: Progress = lambda n: None

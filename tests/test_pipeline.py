@@ -140,6 +140,11 @@ def test_interrupted_run_leaves_no_partial_file_and_can_be_rerun(tree: Path, tmp
     with pytest.raises(KeyboardInterrupt):
         run(tasks, MarkingTranslator(fail_after=2), options)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == ["a.txt"]
+    interrupted = RunReport()
+    documents = read_tasks(tasks, options, interrupted)
+    with pytest.raises(KeyboardInterrupt):  # the summary counts the sentences translated
+        translate_files(documents, MarkingTranslator(fail_after=2), interrupted)
+    assert (interrupted.translated, interrupted.sentences) == (2, 2)  # 2 of b.md's 3 (a.txt is done)
     report = run(tasks, MarkingTranslator(), options)
     assert report.skipped == [out / "a.txt"]
     assert [p.relative_to(out).as_posix() for p in report.written] == ["sub/b.md", "sub/c.jsonl"]
