@@ -521,6 +521,18 @@ def test_jsonl_field_given_twice_is_translated_once():
     assert json.loads(doc.render(["你好。"])) == {"text": "你好。", "id": 1}
 
 
+def test_jsonl_key_held_twice_is_translated_in_each_place():
+    # valid JSON that most readers take the last of: neither value may stay in English
+    content = (
+        '{"text": "Hello there.", "meta": {"title": "A"}, "text": "Good night.", "meta": {"title": "B"}}\n'
+    )
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text", "meta.title")))
+    assert [s.text for s in doc.segments] == ["Hello there.", "A", "Good night.", "B"]
+    assert doc.render(["你好。", "甲", "晚安。", "乙"]) == (
+        '{"text": "你好。", "meta": {"title": "甲"}, "text": "晚安。", "meta": {"title": "乙"}}\n'
+    )
+
+
 # -- fuzzing the readers and the reassembler -------------------------------------------------
 
 FUZZ_OPTIONS = ReadOptions(fields=("text", "meta.title"), limits=Limits(line_bytes=700, block_bytes=4000))

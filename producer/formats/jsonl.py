@@ -39,7 +39,8 @@ def build(
     A field is a top-level key or a dotted path into nested objects (``meta.title``); an exact
     top-level key wins over a dotted path. A record without the field, or with ``null`` there,
     passes through. A string value is laid out like a ``.txt`` document (one unit per line).
-    A field named twice is translated once.
+    A field named twice is translated once; a key that a record holds twice (valid JSON,
+    which most readers take the last of) is translated in each place.
     Invalid JSON (nesting deeper than ``JSON_MAX_DEPTH`` included), a non-string value or a
     value holding a lone surrogate (``"\\ud800"``) is a ``DocumentError`` naming
     ``where``:line:column, counting lines from ``first_line``.
@@ -63,10 +64,7 @@ def build(
         if not isinstance(record, dict):
             continue
         values: dict[tuple[int, int], str] = {}
-        for field in fields:
-            span = _find(content, _skip(content, 0), field)
-            if span is None:
-                continue
+        for field, span in ((f, span) for f in fields for span in _find(content, _skip(content, 0), f)):
             value = _DECODER.decode(content[span[0] : span[1]])
             if value is None:
                 continue
@@ -113,32 +111,33 @@ def _translate_value(builder: LayoutBuilder, start: int, end: int, value: str, r
     builder.encoded(end, raw, value, nested.finish())
 
 
-def _find(content: str, position: int, field: str) -> tuple[int, int] | None:
-    """The raw span of ``field``'s value in the object starting at ``position``."""
+def _find(content: str, position: int, field: str) -> list[tuple[int, int]]:
+    """The raw spans of ``field``'s value in the object starting at ``position``: one, or
+    one for each time the object (or an object on the dotted path) holds the key."""
     members = _members(content, position)
     if field in members:
         return members[field]
     head, dot, rest = field.partition(".")
     while dot:
-        span = members.get(head)
-        if span is not None and content.startswith("{", span[0]):
-            found = _find(content, span[0], rest)
-            if found is not None:
-                return found
+        objects = [span for span in members.get(head, ()) if content.startswith("{", span[0])]
+        found = [inner for span in objects for inner in _find(content, span[0], rest)]
+        if found:
+            return found
         more, dot, rest = rest.partition(".")
         head = f"{head}.{more}"
-    return None
+    return []
 
 
-def _members(content: str, position: int) -> dict[str, tuple[int, int]]:
-    """Raw value spans by key, for the (valid) JSON object starting at ``position``."""
-    members: dict[str, tuple[int, int]] = {}
+def _members(content: str, position: int) -> dict[str, list[tuple[int, int]]]:
+    """Raw value spans by key (each place a key is held), for the (valid) JSON object
+    starting at ``position``."""
+    members: dict[str, list[tuple[int, int]]] = {}
     position = _skip(content, position + 1)
     while content[position] != "}":
         key, position = scanstring(content, position + 1)
         position = _skip(content, _skip(content, position) + 1)  # past the colon
         _, end = _DECODER.raw_decode(content, position)
-        members[key] = (position, end)
+        members.setdefault(key, []).append((position, end))
         position = _skip(content, end)
         if content[position] == ",":
             position = _skip(content, position + 1)
