@@ -13,9 +13,12 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from producer import defaults
 from producer.documents import DocumentError, ReadOptions, output_path, parse_text
 from producer.files import plan_files, write_atomic
+from producer.formats.table import header_of
 from producer.stored_layout import dump_document, load_document
+from producer.streaming import StreamedDocument
 from tests.test_documents import (
     EOL,
     assert_each_translation_once_in_order,
@@ -128,6 +131,18 @@ def test_columns_by_name_or_index_and_tsv():
 def test_a_header_bom_does_not_hide_a_column_name():
     doc = parse_text("\ufefftext,n\nHi there.,1\n", "csv", ReadOptions(columns=("text",)))
     assert [s.text for s in doc.segments] == ["Hi there."]
+
+
+def test_a_header_bom_before_a_quoted_name_does_not_hide_it_from_later_windows(tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    path.write_text(
+        '\ufeff"text","a,b"\n' + "".join(f'"Row {i}.","{i}"\n' for i in range(8)), encoding="utf-8"
+    )
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 40)
+    windows = list(StreamedDocument(path, "csv", ReadOptions(columns=("text",))).windows())
+    assert len(windows) > 1
+    assert [s.text for w in windows for s in w.segments] == [f"Row {i}." for i in range(8)]
+    assert header_of(path.read_text(encoding="utf-8"), ",", "t.csv") == ["text", "a,b"]
 
 
 @pytest.mark.parametrize(

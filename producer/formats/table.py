@@ -48,7 +48,9 @@ def build(
 
 
 def header_of(text: str, delimiter: str, where: str) -> list[str]:
-    """The names in the header (first record) of the table ``text``; empty for no record."""
+    """The names in the header (first record) of the table ``text``, the start of a file,
+    read after any byte order mark as ``parse_text`` reads it; empty for no record."""
+    text = text.removeprefix("\ufeff")  # else a quoted first name is read unquoted
     first = next(scan(text, delimiter, where), [])
     return [cell_value(text[s:e]) for s, e in first]
 
