@@ -357,6 +357,13 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("Plain one\nwrapped line.\n", ["Plain one wrapped line."], "译。\n"),
         # a backtick fence's info string holds no backtick: this is a code span
         ("```js``` is code.\n\nNext one.\n", ["is code.", "Next one."], "```js``` 译。\n\n译。\n"),
+        # a fence indented four columns or more opens no code block: it goes on the paragraph
+        ("Intro one.\n    ```\nMore text.\n", ["Intro one.", "``` More text."], "译。译。\n"),
+        (
+            "- Item.\n    ```\n    code\n    ```\nAfter.\n",
+            ["Item.", "After."],
+            "- 译。\n    ```\n    code\n    ```\n译。\n",
+        ),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -195,7 +195,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif previous_blank and indent >= code_indent:
             i = _skip_indented_code(text, lines, i, code_indent)
             yield None
-        elif fence:
+        elif fence and indent < code_indent:  # indented further, it goes on a paragraph
             i = _skip_fence(text, lines, i, fence.group(1))
             yield None
         elif html_end is not None:
