@@ -357,6 +357,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("Plain one\nwrapped line.\n", ["Plain one wrapped line."], "译。\n"),
         # a backtick fence's info string holds no backtick: this is a code span
         ("```js``` is code.\n\nNext one.\n", ["is code.", "Next one."], "```js``` 译。\n\n译。\n"),
+        # a link reference definition is a label, a destination and a title alone on the line,
+        # and cannot interrupt a paragraph: anything else is text
+        (
+            "[1]: http://x.org 'A title'\n[Note]: do not run this.\n",
+            ["Note: do not run this."],
+            "[1]: http://x.org 'A title'\n[译。]\n",
+        ),
+        ("Intro one.\n[Note]: below\n", ["Intro one.", "Note: below"], "译。\n[译。]\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph
         ("Intro one.\n    ```\nMore text.\n", ["Intro one.", "``` More text."], "译。译。\n"),
         (

@@ -157,6 +157,7 @@ MARKDOWN_LINES = st.sampled_from(
         "title: Front. Matter.",
         "***",
         "[ref]: http://x.y",
+        "[Note]: a|b",
         "[^1]: A note. Here.",
     ]
 )
@@ -269,6 +270,17 @@ def test_the_repository_s_markdown_windows_render_what_the_whole_renders(
     path.write_text(content)
     windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
     assert window > 1 or len(windows) > content.count("\n\n") // 4  # cut after many blank lines
+
+
+def test_a_window_at_a_table_row_after_a_paragraph_knows_a_definition_cannot_start_there(
+    tmp_path, monkeypatch
+):
+    content = "Para one.\n[a]: x|y\n|---|---|\n| c | d |\n"  # a table header, not a definition
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
+    path = tmp_path / "d.md"
+    path.write_text(content)
+    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    assert len(windows) > 1
 
 
 @pytest.mark.parametrize("window", [1, 500])

@@ -37,7 +37,12 @@ _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _HEADING_CLOSE = re.compile(r"(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE_OR_UNDERLINE = re.compile(r"[ ]{0,3}(?:([-*_])(?:[ \t]*\1){2,}|=+|-+)[ \t]*$")
-_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*\S")  # not a footnote ([^1]:)
+#: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
+#: optional title (which may go on to the next lines), and nothing else on the line.
+_REFERENCE = re.compile(
+    r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:<[^<>\n]*>|[^\s<]\S*)"
+    r"(?:[ \t]+(?:\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
+)
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _HTML_BLOCK_TAGS = (
     "address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|fieldset|"
@@ -81,7 +86,8 @@ class Cut:
     ``end`` (an offset in the text scanned), and the state the block scanner carries past it
     to the next line: whether the line before was blank, whether a table is open, and the
     column of the text of the list item the lines after it may still belong to (None
-    outside a list).
+    outside a list), and whether the line before was a paragraph's (which a link reference
+    definition cannot interrupt).
 
     A cut comes after a blank line that the scanner reads outside any block (no paragraph,
     fenced or indented code, HTML block or front matter open), and before a heading, list
@@ -92,6 +98,7 @@ class Cut:
     previous_blank: bool
     in_table: bool
     list_indent: int | None
+    in_paragraph: bool = False
 
 
 def build(builder: LayoutBuilder, start: Cut | None = None) -> None:
@@ -179,6 +186,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     previous_blank, in_table = start.previous_blank, start.in_table
     list_indent = start.list_indent  # column of the current list item's text
     after_header = False  # the line before was a table header, found by looking at this one
+    in_paragraph = start.in_paragraph  # a definition cannot interrupt a paragraph
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -187,8 +195,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         container = _CONTAINER.match(content)
         fence = _fence(content[container.end() :].lstrip())
         html_end = _html_block_end(content, after_blank=previous_blank)
-        here = Cut(lines[i].start, previous_blank, in_table, list_indent)
-        header = False
+        here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph)
+        header = paragraph_line = False
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent)
@@ -201,7 +209,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif html_end is not None:
             i = _skip_html(text, lines, i, html_end)
             yield None
-        elif _RULE_OR_UNDERLINE.match(content) or _REFERENCE.match(content):
+        elif _RULE_OR_UNDERLINE.match(content) or (_REFERENCE.match(content) and not in_paragraph):
             yield None
         elif not content[container.end() :].strip() and not container.group("marker"):
             yield None  # quote markers alone (">"): a blank line inside the quote
@@ -216,11 +224,12 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if not after_header and line.kind != "text":
                 yield here
             yield line
+            paragraph_line = line.kind != "heading"
             if container.group("marker"):
                 list_indent = _width(content[: container.end()])
             elif previous_blank and indent < (list_indent or 0):
                 list_indent = None
-        previous_blank, after_header = blank, header
+        previous_blank, after_header, in_paragraph = blank, header, paragraph_line
         i += 1
 
 
