@@ -365,6 +365,13 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "[1]: http://x.org 'A title'\n[译。]\n",
         ),
         ("Intro one.\n[Note]: below\n", ["Intro one.", "Note: below"], "译。\n[译。]\n"),
+        # indented code may follow any block but a paragraph without a blank line
+        (
+            "# Install\n    pip install foo\nThen run.\n",
+            ["Install", "Then run."],
+            "# 译。\n    pip install foo\n译。\n",
+        ),
+        ("Intro.\n    goes on.\n", ["Intro.", "goes on."], "译。译。\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph
         ("Intro one.\n    ```\nMore text.\n", ["Intro one.", "``` More text."], "译。译。\n"),
         (
