@@ -372,6 +372,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "# 译。\n    pip install foo\n译。\n",
         ),
         ("Intro.\n    goes on.\n", ["Intro.", "goes on."], "译。译。\n"),
+        # a line left of a list item's text that goes on no paragraph ends the list: indented
+        # code after it is code
+        (
+            "- Item.\n\n```\nx = 1\n```\n\n    make install\n",
+            ["Item."],
+            "- 译。\n\n```\nx = 1\n```\n\n    make install\n",
+        ),
+        ("- Item.\nlazy.\n\n    Same item.\n", ["Item.", "lazy.", "Same item."], "- 译。译。\n\n    译。\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph
         ("Intro one.\n    ```\nMore text.\n", ["Intro one.", "``` More text."], "译。译。\n"),
         (

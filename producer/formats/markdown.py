@@ -197,6 +197,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         html_end = _html_block_end(content, after_blank=previous_blank)
         here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph)
         header = paragraph_line = False
+        outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent)
@@ -226,9 +227,11 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield line
             paragraph_line = line.kind != "heading"
             if container.group("marker"):
-                list_indent = _width(content[: container.end()])
-            elif previous_blank and indent < (list_indent or 0):
-                list_indent = None
+                list_indent, outdented = _width(content[: container.end()]), False
+            elif in_paragraph and line.kind == "text":
+                outdented = False  # a lazy continuation line: the item's paragraph goes on
+        if outdented:
+            list_indent = None  # any other line left of the item's text ends the list
         previous_blank, after_header, in_paragraph = blank, header, paragraph_line
         i += 1
 
