@@ -105,10 +105,11 @@ class Encoded:
 
 Part = str | Slot | Gap | Encoded
 
-#: What may lie between two sentences for it to be a `Gap`: whitespace, but for tabs and the
-#: line and page breaks that are protected spans (`producer.protect`): a space, a no-break
+#: What may lie between two sentences for it to be a `Gap`: whitespace, but for tabs, the
+#: line and page breaks that are protected spans (`producer.protect`) and the unit separator
+#: (U+001F, a control character that Python counts as whitespace): a space, a no-break
 #: space after an HTML full stop, an ideographic space.
-_SPACES = re.compile(r"[^\S\t\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]*")
+_SPACES = re.compile(r"[^\S\t\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029]*")
 Pair = tuple[tuple[int, int], tuple[int, int]]
 
 

@@ -122,6 +122,11 @@ def test_any_space_but_a_tab_between_two_chinese_sentences_is_dropped(space):
     assert doc.render(["你好。", "早上好。"]) == "你好。早上好。\n"
 
 
+def test_a_unit_separator_between_two_sentences_is_kept():
+    doc = parse_text("Hello world.\x1fGood morning.\n", "txt")
+    assert doc.render(["你好。", "早上好。"]) == "你好。\x1f早上好。\n"
+
+
 def test_a_tab_between_two_sentences_is_kept():
     doc = parse_text("Hello world.\tGood morning. Bye now.\n", "txt")
     assert doc.render(["你好。", "早上好。", "再见。"]) == "你好。\t早上好。再见。\n"
