@@ -380,6 +380,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "- 译。\n\n```\nx = 1\n```\n\n    make install\n",
         ),
         ("- Item.\nlazy.\n\n    Same item.\n", ["Item.", "lazy.", "Same item."], "- 译。译。\n\n    译。\n"),
+        # a code span opens and closes with whole backtick runs of one length (an escaped
+        # backtick before a run is no part of it): a run left without its pair is text
+        (
+            "Type ``make or run `make install` now.\n",
+            ["Type ``make or run", "now."],
+            "译。 `make install` 译。\n",
+        ),
+        ("Tick \\```a ` b`` here.\n", ["Tick \\`", "here."], "译。``a ` b`` 译。\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph
         ("Intro one.\n    ```\nMore text.\n", ["Intro one.", "``` More text."], "译。译。\n"),
         (

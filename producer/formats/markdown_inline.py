@@ -16,7 +16,7 @@ _URL_END = r"[^\s<>()]*[^\s<>().,;:!?'\"*_~]"
 _TEMPLATE = r"\{\{.*?\}\}|\{%.*?%\}"  # a template tag in a link target: {{ site.baseurl }}/x
 _INLINE = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
-    r"|(?P<code>(?P<ticks>`+).+?(?<!`)(?P=ticks)(?!`))"
+    r"|(?P<code>(?:(?<!`)|(?<=\\`))(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`))"  # whole runs only
     r"|(?P<autolink><(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>)"
     r"|(?P<html><!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*?)?/?>)"
     r"|(?P<image>!\[)"
