@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-_URL_END = r"[^\s<>()]*[^\s<>().,;:!?'\"*_~]"
+_URL_END = r"[^\s<>()`]*[^\s<>().,;:!?'\"*_~`]"  # a backtick starts a code span
 _TEMPLATE = r"\{\{.*?\}\}|\{%.*?%\}"  # a template tag in a link target: {{ site.baseurl }}/x
 _INLINE = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
