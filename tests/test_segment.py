@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pysbd
 import pytest
 from hypothesis import given, settings
@@ -140,6 +142,13 @@ def test_needs_translation():
     assert not needs_translation("https://example.com/a-b")
     assert not needs_translation("me@example.com")
     assert needs_translation("中文")
+    assert not needs_translation("<me@example.com>, a.b+c@x-y.example.org;")
+
+
+def test_needs_translation_takes_linear_time_on_a_word_of_at_signs():
+    started = time.perf_counter()
+    assert needs_translation("a@" * 1500)
+    assert time.perf_counter() - started < 0.5  # cubic before: about ten seconds
 
 
 @settings(max_examples=150, deadline=None)
