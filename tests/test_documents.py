@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -404,6 +405,15 @@ def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):
     assert [segment.text for segment in doc.segments] == segments
     assert doc.render(["译。"] * len(segments)) == rendered
     assert identity(doc) == source
+
+
+def test_a_heading_with_a_long_run_of_spaces_is_read_in_linear_time():
+    content = "## Title ##\n# A" + " " * 20_000 + "b #  \n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 1  # quadratic before: about 5 s
+    assert [s.text for s in doc.segments] == ["Title", "A", "b"]  # cut for length
+    assert identity(doc) == content
 
 
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():

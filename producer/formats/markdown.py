@@ -34,7 +34,6 @@ _CONTAINER = re.compile(
     r"(?P<marker>(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
 )
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
-_HEADING_CLOSE = re.compile(r"(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE_OR_UNDERLINE = re.compile(r"[ ]{0,3}(?:([-*_])(?:[ \t]*\1){2,}|=+|-+)[ \t]*$")
 #: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
@@ -249,10 +248,22 @@ def _text_line(line: Line, content: str, container: re.Match[str]) -> _TextLine:
     depth = container.group("quote").count(">")
     heading = _HEADING.match(content, container.end())
     if heading:
-        close = _HEADING_CLOSE.search(content, heading.end())
-        return _TextLine(line.start + heading.end(), line.start + close.start(), depth, "heading")
+        end = _heading_end(content, heading.end())
+        return _TextLine(line.start + heading.end(), line.start + end, depth, "heading")
     kind = "item" if container.group("marker") else "text"
     return _TextLine(line.start + container.end(), line.start + len(content.rstrip()), depth, kind)
+
+
+def _heading_end(content: str, start: int) -> int:
+    """Where the text of a heading starting at ``start`` of ``content`` ends: before its
+    closing sequence (``#``s after a space or tab, or after the opening ``#``s) and the spaces
+    and tabs around it. (A regex searched from ``start`` took quadratic time in a long run of
+    spaces.)"""
+    end = max(len(content.rstrip(" \t")), start)
+    hashes = start + len(content[start:end].rstrip("#"))
+    if hashes < end and (hashes == start or content[hashes - 1] in " \t"):
+        return max(len(content[:hashes].rstrip(" \t")), start)
+    return end
 
 
 def _is_table_header(text: str, lines: Sequence[Line], i: int) -> bool:
