@@ -51,7 +51,7 @@ _HTML_BLOCK_TAGS = (
 #: HTML blocks that end at a blank line: CommonMark's type 6 (a block-level tag), which may
 #: interrupt a paragraph, and type 7 (any other tag alone on its line), which may not.
 _HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)", re.IGNORECASE)
-_HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s+[^<>]*)?/?>[ \t]*$")
+_HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>[ \t]*$")  # \s+ was quadratic
 _BLANK_LINE = re.compile(r"[ \t]*$")
 _HTML_UNTIL_MARKER = (
     (
