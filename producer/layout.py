@@ -156,6 +156,7 @@ class LayoutBuilder:
         if not pieces:
             return
         logical, starts = self._join(pieces)
+        indexed = _PairIndex(pairs, pieces)
         protected = protected_spans(logical, self.protect)
         cuts = length_cuts(logical)
         sentence_end = None  # where the sentence just laid out ended, if it ended in a slot
@@ -173,14 +174,14 @@ class LayoutBuilder:
                 # the paragraph's own text, such as a protected span starting this sentence,
                 # never is
                 gap = sentence_end is not None and bool(_SPACES.fullmatch(logical, sentence_end, piece_start))
-                self._slot(pieces, starts, pairs, text, piece_start, piece_end, gap, split)
+                self._slot(pieces, starts, indexed, text, piece_start, piece_end, gap, split)
                 sentence_end = piece_end if piece_end == end else None
 
     def _slot(
         self,
         pieces: Sequence[tuple[int, int]],
         starts: list[int],
-        pairs: Sequence[Pair],
+        pairs: _PairIndex,
         text: str,
         start: int,
         end: int,
@@ -193,30 +194,26 @@ class LayoutBuilder:
         source_start = self._to_source(pieces, starts, start)
         source_end = self._to_source(pieces, starts, end - 1) + 1
         between = self.source[self.cursor : source_start]
-        if after_sentence and not any(self.cursor <= s < source_start for pair in pairs for s, _ in pair):
+        if after_sentence and not pairs.side_within(self.cursor, source_start):
             self.parts.append(Gap(between))  # only spaces and line breaks lie between two sentences
         else:
             self._append(between)
         index = len(self.segments)
         self.segments.append(Segment(index, text, self.offset(source_start), self.offset(source_end), split))
         source = self.source[source_start:source_end]
-        marks = self._marks(pieces, pairs, source_start, source_end)
+        marks = self._marks(pairs, source_start, source_end)
         self.parts.append(Slot(index, text if source == text else source, marks))  # one copy, mostly
         self.cursor = source_end
 
-    def _marks(
-        self, pieces: Sequence[tuple[int, int]], pairs: Sequence[Pair], start: int, end: int
-    ) -> tuple[Mark, ...]:
+    def _marks(self, pairs: _PairIndex, start: int, end: int) -> tuple[Mark, ...]:
         """The marks of the markup in ``source[start:end]``, in the order they are applied: a
         pair inside it wraps the text between (innermost first); then each side whose pair
         lies outside wraps the whole sentence."""
         marks, sides = [], []
-        for (open_start, open_end), (close_start, close_end) in pairs:
+        for (open_start, open_end), (close_start, close_end) in pairs.with_side_within(start, end):
             opens, closes = start <= open_start < end, start <= close_start < end
-            if not (opens or closes):
-                continue
             inner = [
-                (max(s, open_end), min(e, close_start)) for s, e in pieces if s < close_start and e > open_end
+                (max(s, open_end), min(e, close_start)) for s, e in pairs.pieces_within(open_end, close_start)
             ]
             marks.append(
                 Mark(
@@ -261,6 +258,37 @@ class LayoutBuilder:
             self.parts[-1] += text
         else:
             self.parts.append(text)
+
+
+class _PairIndex:
+    """A paragraph's wrapping markup ``pairs`` (in `producer.formats.markdown_inline.pair_markup`
+    order) and text ``pieces``, indexed by position: each sentence looks up its own in
+    logarithmic time, not by a scan of the paragraph's (quadratic in a paragraph of many
+    lines with markup)."""
+
+    def __init__(self, pairs: Sequence[Pair], pieces: Sequence[tuple[int, int]]) -> None:
+        self.pairs = pairs
+        self.pieces = pieces
+        sides = sorted((start, k) for k, pair in enumerate(pairs) for start, _ in pair)
+        self.side_starts = [start for start, _ in sides]
+        self.side_pairs = [k for _, k in sides]
+        self.piece_starts = [start for start, _ in pieces]
+        self.piece_ends = [end for _, end in pieces]
+
+    def side_within(self, start: int, end: int) -> bool:
+        """Whether a side of a pair starts in ``start..end``."""
+        i = bisect.bisect_left(self.side_starts, start)
+        return i < len(self.side_starts) and self.side_starts[i] < end
+
+    def with_side_within(self, start: int, end: int) -> list[Pair]:
+        """The pairs with a side starting in ``start..end``, in their order."""
+        i, j = bisect.bisect_left(self.side_starts, start), bisect.bisect_left(self.side_starts, end)
+        return [self.pairs[k] for k in sorted(set(self.side_pairs[i:j]))]
+
+    def pieces_within(self, start: int, end: int) -> Sequence[tuple[int, int]]:
+        """The pieces that overlap ``start..end``, in order."""
+        i, j = bisect.bisect_right(self.piece_ends, start), bisect.bisect_left(self.piece_starts, end)
+        return self.pieces[i:j]
 
 
 def render(parts: Sequence[Part], segments: Sequence[Segment], translations: Sequence[str]) -> str:

@@ -425,6 +425,15 @@ def test_a_tag_with_a_long_run_of_spaces_is_read_in_linear_time():
     assert identity(doc) == content
 
 
+def test_a_paragraph_of_many_links_is_laid_out_in_linear_time():
+    content = "[a](b) " * 8000 + "\n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 1  # quadratic before: about 3 s
+    assert identity(doc) == content
+    assert doc.render(["译" * (len(s.text) // 2) for s in doc.segments]).count("](b)") == 8000
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]
