@@ -373,6 +373,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "# 译。\n    pip install foo\n译。\n",
         ),
         ("Intro.\n    goes on.\n", ["Intro.", "goes on."], "译。译。\n"),
+        # a line of = or fewer than three - underlines a paragraph line only: else it is text
+        ("===\n     five words\n", ["=== five words"], "译。\n"),
+        ("Title\n===\n    code\n", ["Title"], "译。\n===\n    code\n"),
         # a line left of a list item's text that goes on no paragraph ends the list: indented
         # code after it is code
         (

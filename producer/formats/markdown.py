@@ -35,7 +35,8 @@ _CONTAINER = re.compile(
 )
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
-_RULE_OR_UNDERLINE = re.compile(r"[ ]{0,3}(?:([-*_])(?:[ \t]*\1){2,}|=+|-+)[ \t]*$")
+_RULE = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t]*$")  # of a setext heading: after a paragraph line
 #: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
 #: optional title (which may go on to the next lines), and nothing else on the line.
 _REFERENCE = re.compile(
@@ -209,7 +210,9 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif html_end is not None:
             i = _skip_html(text, lines, i, html_end)
             yield None
-        elif _RULE_OR_UNDERLINE.match(content) or (_REFERENCE.match(content) and not in_paragraph):
+        elif _RULE.match(content) or (
+            _UNDERLINE.match(content) if in_paragraph else _REFERENCE.match(content)
+        ):
             yield None
         elif not content[container.end() :].strip() and not container.group("marker"):
             yield None  # quote markers alone (">"): a blank line inside the quote
