@@ -29,11 +29,17 @@ def decode(codec: str, raw: str) -> str:
     return raw
 
 
+#: Characters that JSON allows raw in a string but that ``str.splitlines`` (and other
+#: readers of JSON Lines) take for line breaks: written escaped, so a record stays one line.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def encode(codec: str, value: str, raw: str) -> str:
     """``value`` encoded for ``codec``. A cell is quoted when its original ``raw`` was, or
-    when ``value`` holds the delimiter, a quote or a line break (quotes doubled)."""
+    when ``value`` holds the delimiter, a quote or a line break (quotes doubled). A JSON
+    string escapes every character that a reader could take for a line break."""
     if codec == "json":
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False).translate(_LINE_BREAKS)
     special = (defaults.DELIMITERS[codec], '"', "\r", "\n")
     if raw.startswith('"') or any(character in value for character in special):
         return '"' + value.replace('"', '""') + '"'

@@ -592,6 +592,15 @@ def test_jsonl_field_given_twice_is_translated_once():
     assert json.loads(doc.render(["你好。"])) == {"text": "你好。", "id": 1}
 
 
+def test_jsonl_line_separators_stay_escaped_in_a_translated_value():
+    # raw, U+2028, U+2029 and NEL are valid JSON, but str.splitlines() (and so many JSONL
+    # readers) would cut the record there
+    content = '{"text": "First line.\\u2028Second line."}\n'
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text",)))
+    out = doc.render(["第一行。\u2029\x85", "第二行。"])
+    assert len(out.splitlines()) == 1 and json.loads(out)["text"] == "第一行。\u2029\x85\u2028第二行。"
+
+
 def test_jsonl_key_held_twice_is_translated_in_each_place():
     # valid JSON that most readers take the last of: neither value may stay in English
     content = (
