@@ -10,9 +10,7 @@ that is away or takes no writes for now from those of bad records.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.synchronize
-import threading
+import mmap
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,18 +46,56 @@ def redis_away(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_BUSY_REPLIES)
 
 
+class StopFlag:
+    """A flag that a signal handler may set and that forked processes share: one byte of
+    shared memory, set and read without a lock, its waits polling it (`POLL_S`).
+
+    Neither a threading.Event nor a multiprocessing one fits: setting either takes a lock,
+    which the interrupted main thread may hold (a signal handler then waits on itself), and
+    a multiprocessing Event's set waits for each process that was waiting on it to wake,
+    forever for one killed meanwhile (a prefork child past its time limit)."""
+
+    #: Seconds between looks at the flag while waiting.
+    POLL_S = 0.05
+
+    def __init__(self) -> None:
+        self._byte = mmap.mmap(-1, 1)  # anonymous and MAP_SHARED: a fork shares it
+
+    def is_set(self) -> bool:
+        """Whether the flag is set (in this process or one it shares the flag with)."""
+        return self._byte[0] == 1
+
+    def set(self) -> None:
+        """Set the flag; safe in a signal handler."""
+        self._byte[0] = 1
+
+    def clear(self) -> None:
+        """Clear the flag."""
+        self._byte[0] = 0
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the flag to be set; whether it is."""
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self.POLL_S, left))
+        return True
+
+
 #: Set when this worker is stopping (`worker.tasks`, on Celery's worker_shutting_down): its
 #: patient clients stop waiting for Redis (a failed call raises at once) and a run is no
 #: longer waited on to end (`store.leases`), so that a stop while Redis is away does not
 #: wait out the patience. A prefork worker shares it with its children (`share_stopping`).
-STOPPING: threading.Event | multiprocessing.synchronize.Event = threading.Event()
+STOPPING = StopFlag()
 
 
 def share_stopping() -> None:
-    """Make `STOPPING` one that the processes forked from now on share with this one: a
-    prefork worker's children then see their parent stop."""
+    """Make `STOPPING` a fresh flag that the processes forked from now on share with this
+    one: a prefork worker's children then see their parent stop."""
     global STOPPING
-    STOPPING = multiprocessing.get_context("fork").Event()
+    STOPPING = StopFlag()
 
 
 class PatientRetry(Retry):

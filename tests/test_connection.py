@@ -103,3 +103,23 @@ def test_a_prefork_workers_children_see_it_stop(monkeypatch):
     connection.STOPPING.set()  # in the parent, as worker_shutting_down does
     child.join(timeout=10.0)
     assert child.exitcode == 0
+
+
+def _waits_to_stop() -> None:
+    connection.STOPPING.wait(30.0)
+
+
+def test_a_stop_is_not_held_up_by_a_child_killed_while_waiting(monkeypatch):
+    # a prefork child killed (time limit, OOM) while it waits on STOPPING: the parent's set,
+    # made in Celery's signal handler, must still return at once
+    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)  # restored after the test
+    connection.share_stopping()
+    child = multiprocessing.get_context("fork").Process(target=_waits_to_stop)
+    child.start()
+    time.sleep(0.3)
+    child.kill()
+    child.join(timeout=10.0)
+    setter = threading.Thread(target=connection.STOPPING.set, daemon=True)
+    setter.start()
+    setter.join(timeout=5.0)
+    assert not setter.is_alive() and connection.STOPPING.is_set()
