@@ -157,7 +157,9 @@ class MarianCodec:
         source_ids = _piece_ids(source["model"])
         if self._charsmap is None:
             self._source = Tokenizer.from_str(json.dumps(source))
-            source_ids.update((token["content"], token["id"]) for token in source.get("added_tokens", []))
+            # the ids `tokenizers` gave the added tokens at load, not the file's: "<unk>", its
+            # unknown piece renamed (`_hide_unknown_piece`), is a new token after the others
+            source_ids.update((content, self._source.token_to_id(content)) for content in specials)
         else:
             # With the charsmap taken out, the special tokens are split out of the raw text
             # here, as `tokenizers` and MarianTokenizer do before normalizing, and the text

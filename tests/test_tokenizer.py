@@ -1,3 +1,4 @@
+import json
 import random
 from pathlib import Path
 
@@ -94,3 +95,23 @@ def test_text_that_a_charsmap_makes_into_any_name_is_never_the_unknown_piece(tin
     is unknown text then the pieces of "<unk>", as in MarianTokenizer, not the unknown piece."""
     texts = ["\uffff＜unk＞", "x\uffff﹤unk﹥y", "\uffff<unk>", "\uffff\uffff＜unk＞ a"]
     _assert_parity(tiny_marian_dir, tmp_path, texts)
+
+
+def test_special_tokens_without_a_charsmap_get_their_vocab_ids(tiny_marian_dir, tmp_path):
+    """A source tokenizer without a charsmap splits the special tokens out itself, under the
+    ids `tokenizers` gives them at load (the unknown piece renamed, "<unk>" is a new one),
+    not those written in the file: each maps to its own vocab.json id."""
+    convert(tiny_marian_dir, tmp_path)
+    source = tmp_path / "source.tokenizer.json"
+    data = json.loads(source.read_text(encoding="utf-8"))
+    data["normalizer"] = None
+    source.write_text(json.dumps(data), encoding="utf-8")
+    target = tmp_path / "target.tokenizer.json"
+    vocab = json.loads(target.read_text(encoding="utf-8"))["model"]["vocab"]
+    codec = MarianCodec(source, target, 0, 1)
+    pieces, ids = codec.pieces_and_ids("a </s> b <pad> c <unk> d")
+    assert [ids[pieces.index(token)] for token in ("</s>", "<pad>", "<unk>")] == [
+        vocab["</s>"],
+        vocab["<pad>"],
+        vocab["<unk>"],
+    ]
