@@ -613,6 +613,17 @@ def test_jsonl_key_held_twice_is_translated_in_each_place():
     )
 
 
+def test_jsonl_key_held_twice_is_refused_only_for_the_value_readers_take():
+    # the earlier place of a key held twice is not the value readers take: a number there
+    # passes through, as before such keys were translated in each place
+    content = '{"text": 5, "text": "Hello there."}\n'
+    doc = parse_text(content, "jsonl", ReadOptions(fields=("text",)))
+    assert [s.text for s in doc.segments] == ["Hello there."]
+    assert doc.render(["你好。"]) == '{"text": 5, "text": "你好。"}\n'
+    with pytest.raises(DocumentError, match="holds int"):
+        parse_text('{"text": "Hello there.", "text": 5}\n', "jsonl", ReadOptions(fields=("text",)))
+
+
 # -- fuzzing the readers and the reassembler -------------------------------------------------
 
 FUZZ_OPTIONS = ReadOptions(fields=("text", "meta.title"), limits=Limits(line_bytes=700, block_bytes=4000))

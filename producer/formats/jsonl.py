@@ -40,7 +40,9 @@ def build(
     top-level key wins over a dotted path. A record without the field, or with ``null`` there,
     passes through. A string value is laid out like a ``.txt`` document (one unit per line).
     A field named twice is translated once; a key that a record holds twice (valid JSON,
-    which most readers take the last of) is translated in each place.
+    which most readers take the last of) is translated in each place where it holds a
+    string; a value of another type there passes through unless it is the last (the one
+    readers take).
     Invalid JSON (nesting deeper than ``JSON_MAX_DEPTH`` included), a non-string value or a
     value holding a lone surrogate (``"\\ud800"``) is a ``DocumentError`` naming
     ``where``:line:column, counting lines from ``first_line``.
@@ -64,22 +66,24 @@ def build(
         if not isinstance(record, dict):
             continue
         values: dict[tuple[int, int], str] = {}
-        for field, span in ((f, span) for f in fields for span in _find(content, _skip(content, 0), f)):
-            value = _DECODER.decode(content[span[0] : span[1]])
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise DocumentError(
-                    f"{where}:{number}:{span[0] + 1}: field {field!r} holds "
-                    f"{type(value).__name__}, not a string"
-                )
-            surrogate = _SURROGATE.search(value)
-            if surrogate:  # its translation could not be written as UTF-8
-                raise DocumentError(
-                    f"{where}:{number}:{span[0] + 1}: field {field!r} holds a lone surrogate "
-                    f"(\\u{ord(surrogate.group()):04x}), which is not text"
-                )
-            values[span] = value
+        for field in fields:
+            spans = _find(content, _skip(content, 0), field)
+            for span in spans:
+                value = _DECODER.decode(content[span[0] : span[1]])
+                if value is None or (span != spans[-1] and not isinstance(value, str)):
+                    continue  # an earlier place of a key held twice, which readers skip: as it is
+                if not isinstance(value, str):
+                    raise DocumentError(
+                        f"{where}:{number}:{span[0] + 1}: field {field!r} holds "
+                        f"{type(value).__name__}, not a string"
+                    )
+                surrogate = _SURROGATE.search(value)
+                if surrogate:  # its translation could not be written as UTF-8
+                    raise DocumentError(
+                        f"{where}:{number}:{span[0] + 1}: field {field!r} holds a lone surrogate "
+                        f"(\\u{ord(surrogate.group()):04x}), which is not text"
+                    )
+                values[span] = value
         for (start, end), value in sorted(values.items()):
             _translate_value(builder, line.start + start, line.start + end, value, reflow)
 
