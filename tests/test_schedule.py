@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,18 @@ def test_the_scheduler_refuses_a_bad_bundle_at_start_in_one_line(tmp_path, monke
     assert result.exit_code == 1  # not started: every scan would have failed with a traceback
     assert result.output.startswith("Error: TRANSQUEUE_BUNDLE=") and "nonexist" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_stopping_scheduler_stops_waiting_for_redis():
+    # the scheduler is a Celery worker with patient clients too: its stop (Celery's
+    # worker_shutting_down) must end their waits as a translation worker's does; a process
+    # of its own, since importing worker.tasks anywhere in it would connect the workers' handler
+    code = (
+        "import sys, producer.scheduler\n"
+        "from celery import signals\n"
+        "from store import connection\n"
+        "assert 'worker.tasks' not in sys.modules\n"
+        "signals.worker_shutting_down.send(sender='s@test', sig='SIGTERM', how='Warm', exitcode=0)\n"
+        "sys.exit(0 if connection.STOPPING.is_set() else 1)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
