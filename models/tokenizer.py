@@ -183,11 +183,13 @@ class MarianCodec:
         self._decoded = self.vocab.present.copy()
         self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
         # source id → vocab.json id (unk_id where vocab.json lacks the piece).
-        source_ids.update(self._specials)
-        size = max(source_ids.values(), default=-1) + 1
+        # The specials apart from the pieces: a piece may bear a special token's name (a
+        # user-defined "<pad>", which the charsmap makes of "＜pad＞") under its own id.
+        size = max([*source_ids.values(), *self._specials.values()], default=-1) + 1
         self._by_source_id = np.full(size, unk_id, dtype=np.int64)
-        positions = np.fromiter(source_ids.values(), dtype=np.int64, count=len(source_ids))
-        self._by_source_id[positions] = list(map(vocab.get, source_ids, itertools.repeat(unk_id)))
+        for ids in (source_ids, self._specials):
+            positions = np.fromiter(ids.values(), dtype=np.int64, count=len(ids))
+            self._by_source_id[positions] = list(map(vocab.get, ids, itertools.repeat(unk_id)))
         del target, vocab, source_ids
         self.eos_id = eos_id
         self.unk_id = unk_id

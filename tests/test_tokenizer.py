@@ -115,3 +115,18 @@ def test_special_tokens_without_a_charsmap_get_their_vocab_ids(tiny_marian_dir, 
         vocab["<pad>"],
         vocab["<unk>"],
     ]
+
+
+def test_a_piece_named_like_a_special_token_keeps_its_vocab_id(tiny_marian_dir, tmp_path):
+    """A unigram piece that bears a special token's name (a user-defined "<pad>") has its
+    own source id beside the special token's: both map to the name's vocab.json id, so the
+    "<pad>" that the charsmap makes of "＜pad＞" is looked up as MarianTokenizer does."""
+    convert(tiny_marian_dir, tmp_path)
+    source = tmp_path / "source.tokenizer.json"
+    data = json.loads(source.read_text(encoding="utf-8"))
+    data["model"]["vocab"].append(["<pad>", -1.0])
+    source.write_text(json.dumps(data), encoding="utf-8")
+    target = tmp_path / "target.tokenizer.json"
+    vocab = json.loads(target.read_text(encoding="utf-8"))["model"]["vocab"]
+    pieces, ids = MarianCodec(source, target, 0, 1).pieces_and_ids("a \uff1cpad\uff1e b <pad>")
+    assert [i for piece, i in zip(pieces, ids, strict=True) if piece == "<pad>"] == [vocab["<pad>"]] * 2
