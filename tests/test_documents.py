@@ -261,6 +261,13 @@ Inline <b>bold</b> and `code` and https://example.com/x. <https://a.b> End.
 """
 
 
+def test_markdown_indented_line_after_a_table_row_is_text_not_code():
+    # GFM reads it as another row of the table: it is translated, never taken for code
+    content = "| a | b |\n|---|---|\n| c | d |\n    see the notes\n\nAfter.\n"
+    doc = parse_text(content, "md")
+    assert [s.text for s in doc.segments] == ["a", "b", "c", "d", "see the notes", "After."]
+
+
 def test_markdown_structure():
     doc = parse_text(MARKDOWN, "md")
     assert [s.text for s in doc.segments] == [

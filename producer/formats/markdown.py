@@ -201,7 +201,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent)
-        elif indent >= code_indent and not in_paragraph:  # code cannot interrupt a paragraph
+        elif indent >= code_indent and not (in_paragraph or in_table):  # code cannot interrupt them
             i = _skip_indented_code(text, lines, i, code_indent)
             yield None
         elif fence and indent < code_indent:  # indented further, it goes on a paragraph
