@@ -408,6 +408,13 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             ["Item.", "After."],
             "- 译。\n    ```\n    code\n    ```\n译。\n",
         ),
+        # code in a quote: four columns past the marker and its optional space
+        (
+            "> Quote one.\n>\n>     rm -rf build\n>     make\n> Quote two.\n",
+            ["Quote one.", "Quote two."],
+            "> 译。\n>\n>     rm -rf build\n>     make\n> 译。\n",
+        ),
+        (">\tA tab is three columns.\n", ["A tab is three columns."], ">\t译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -177,6 +177,7 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["    code. One.", "", "", "    code. Two.", "", "Text. After."],
         ["| a. | b. |", "|---|---|", "| c. | d. |", "", "| e. |"],
         ["> Quote. One.", ">", "> Quote. Two.", "", "> Three."],
+        [">     code. In quote.", ">", ">     more. Code.", "> Text. Quote."],
         ["---", "title: A. Title.", "", "more: x.", "---"],
         ["+++", "", "a = 1", "+++"],
         ["Setext. Title.", "---"],

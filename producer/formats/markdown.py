@@ -193,6 +193,13 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         indent = _width(content) - _width(content.lstrip())
         code_indent = (list_indent or 0) + 4
         container = _CONTAINER.match(content)
+        depth, column = _text_column(content, container)
+        if depth:  # code in a quote is indented 4 columns past its marker's optional space
+            quote = container.group("quote")
+            code_indent = max(list_indent or 0, len(quote) + (not quote.endswith(" "))) + 4
+            code_column = column if content[len(quote) :].strip() else 0
+        else:
+            code_column = indent
         fence = _fence(content[container.end() :].lstrip())
         html_end = _html_block_end(content, after_blank=previous_blank)
         here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph)
@@ -201,10 +208,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent)
-        elif indent >= code_indent and not (in_paragraph or in_table):  # code cannot interrupt them
-            i = _skip_indented_code(text, lines, i, code_indent)
+        elif code_column >= code_indent and not (in_paragraph or in_table):  # code cannot interrupt them
+            i = _skip_indented_code(text, lines, i, code_indent, depth)
             yield None
-        elif fence and indent < code_indent:  # indented further, it goes on a paragraph
+        elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
             i = _skip_fence(text, lines, i, fence.group(1))
             yield None
         elif html_end is not None:
@@ -304,16 +311,28 @@ def _width(text: str) -> int:
     return len(text.expandtabs(4))
 
 
-def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int) -> int:
-    """Index of the last line of the code block indented ``indent`` columns from line ``i``:
-    up to a blank line or a line indented less. (Indented lines after a blank line start
-    another code block, laid out the same: passed through. So a blank line is never inside
-    indented code, and a window can be cut after it.)"""
+def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int, depth: int = 0) -> int:
+    """Index of the last line of the code block indented ``indent`` columns from line ``i``
+    (inside ``depth`` quotes): up to a blank line (in the quote too) or a line indented less
+    or quoted otherwise. (Indented lines after a blank line start another code block, laid
+    out the same: passed through. So a blank line is never inside indented code, and a
+    window can be cut after it.)"""
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        if not content.strip() or _width(content) - _width(content.lstrip()) < indent:
+        container = _CONTAINER.match(content)
+        depth_j, column = _text_column(content, container)
+        blank = not content[len(container.group("quote")) :].strip()
+        if blank or depth_j != depth or column < indent:
             return j - 1
     return len(lines) - 1
+
+
+def _text_column(content: str, container: re.Match[str]) -> tuple[int, int]:
+    """The quote depth of ``content`` (a line matched by ``_CONTAINER``) and the column where
+    its text starts after its quote markers and the spaces and tabs after them."""
+    quote = container.group("quote")
+    rest = content[len(quote) :]
+    return quote.count(">"), _width(content[: len(content) - len(rest.lstrip(" \t"))])
 
 
 def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str) -> int:
