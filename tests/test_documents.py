@@ -415,6 +415,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "> 译。\n>\n>     rm -rf build\n>     make\n> 译。\n",
         ),
         (">\tA tab is three columns.\n", ["A tab is three columns."], ">\t译。\n"),
+        # a fence in a list item or a quote closes where the item or the quote ends
+        (
+            "- Item.\n  ```\n  code\nAfter the list.\n",
+            ["Item.", "After the list."],
+            "- 译。\n  ```\n  code\n译。\n",
+        ),
+        ("- ```\n  code\n\nAfter.\n", ["After."], "- ```\n  code\n\n译。\n"),
+        ("> ```\n> code\n\nAfter.\n", ["After."], "> ```\n> code\n\n译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

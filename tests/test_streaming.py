@@ -177,6 +177,8 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["    code. One.", "", "", "    code. Two.", "", "Text. After."],
         ["| a. | b. |", "|---|---|", "| c. | d. |", "", "| e. |"],
         ["> Quote. One.", ">", "> Quote. Two.", "", "> Three."],
+        ["- Item. One.", "  ```", "  code. In item.", "", "Out. Of the list."],
+        ["> ```", "> code. In quote.", "", "After. Quote."],
         [">     code. In quote.", ">", ">     more. Code.", "> Text. Quote."],
         ["---", "title: A. Title.", "", "more: x.", "---"],
         ["+++", "", "a = 1", "+++"],
