@@ -459,6 +459,23 @@ def test_a_paragraph_of_many_links_is_laid_out_in_linear_time():
     assert doc.render(["译" * (len(s.text) // 2) for s in doc.segments]).count("](b)") == 8000
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "{{x}}" * 16 + " no closing parenthesis",  # exponential before: about 8 s, 2**n
+        "{{" * 30_000,  # quadratic before: about 6 s
+        "{%" * 30_000,
+    ],
+)
+def test_template_tags_in_a_link_target_are_read_in_linear_time(target):
+    content = f"See [a link]({target}\n\nSee [the docs]({{{{ site.baseurl }}}}/{{% link a.md %}}) now.\n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 1
+    assert [s.text for s in doc.segments][-1] == "See the docs now."
+    assert identity(doc) == content
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]

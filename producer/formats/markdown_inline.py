@@ -13,14 +13,17 @@ import re
 from collections.abc import Iterator, Sequence
 
 _URL_END = r"[^\s<>()`]*[^\s<>().,;:!?'\"*_~`]"  # a backtick starts a code span
-_TEMPLATE = r"\{\{.*?\}\}|\{%.*?%\}"  # a template tag in a link target: {{ site.baseurl }}/x
+#: A template tag in a link target: {{ site.baseurl }}/x. It holds no other tag's opening,
+#: so that each ``{{`` is looked at once, not searched to the end of the line again.
+_TEMPLATE = r"\{\{(?:(?!\{\{).)*?\}\}|\{%(?:(?!\{%).)*?%\}"
 _INLINE = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
     r"|(?P<code>(?:(?<!`)|(?<=\\`))(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`))"  # whole runs only
     r"|(?P<autolink><(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>)"
     r"|(?P<html><!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*?)?/?>)"
     r"|(?P<image>!\[)"
-    r"|(?P<link_end>\]\((?:" + _TEMPLATE + r"|[^()\s]|\([^()\s]*\))*"
+    r"|(?P<link_end>\]\((?:" + _TEMPLATE + r"|[^()\s]|\([^()\s]*\))*+"  # possessive: a
+    # template is also so many characters, and backtracking tried both, 2**n ways
     r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\)"
     r"|\]\[[^\]]*\]|\])"
     r"|(?P<footnote>\[\^[^\]\s]+\])"
