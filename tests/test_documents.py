@@ -476,6 +476,17 @@ def test_template_tags_in_a_link_target_are_read_in_linear_time(target):
     assert identity(doc) == content
 
 
+@pytest.mark.parametrize("closers", ["*one* " * 3000, "[two](x) " * 3000, "**a** _b_ " * 1500])
+def test_markup_left_open_before_pairs_is_paired_in_linear_time(closers):
+    content = "[" * 10_000 + closers + "\n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 1  # quadratic before: about 3 s
+    assert identity(doc) == content
+    rendered = doc.render(["译" * (len(s.text) // 2) for s in doc.segments])
+    assert rendered.count("](x)") == content.count("](x)")
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]

@@ -52,20 +52,27 @@ def pair_markup(matches: Sequence[re.Match[str]]) -> list[Pair]:
     a ``[`` with the link end that closes it. Openers left between the two sides of a pair,
     an image's ``![`` and the link end closing it, and every other match pair with nothing."""
     pairs: list[Pair] = []
-    open_at: list[int] = []
+    open_at: list[int] = []  # the openers left, in order
+    place: dict[int, int] = {}  # an opener's place in open_at, while it is there
+    # the openers each closer may close, last on top; ones no longer in open_at are skipped
+    # (popped) when met, so that each is looked at once (scanning open_at was quadratic)
+    candidates: dict[str, list[int]] = {}
     for i, match in enumerate(matches):
         kind = match.lastgroup
-        if kind == "emphasis":
-            closes = [k for k in open_at if matches[k].group() == match.group()]
-        elif kind == "link_end":
-            closes = [k for k in open_at if matches[k].lastgroup in ("bracket", "image")]
-        else:
-            closes = []
-        if closes:
-            k = closes[-1]
-            if matches[k].lastgroup != "image":
-                pairs.append((matches[k].span(), match.span()))
-            del open_at[open_at.index(k) :]
-        elif kind in ("emphasis", "bracket", "image"):
+        if kind in ("emphasis", "link_end"):
+            stack = candidates.get(match.group() if kind == "emphasis" else "[", [])
+            while stack and not (
+                place.get(stack[-1], -1) < len(open_at) and open_at[place[stack[-1]]] == stack[-1]
+            ):
+                stack.pop()
+            if stack:
+                k = stack.pop()
+                if matches[k].lastgroup != "image":
+                    pairs.append((matches[k].span(), match.span()))
+                del open_at[place[k] :]
+                continue
+        if kind in ("emphasis", "bracket", "image"):
+            place[i] = len(open_at)
             open_at.append(i)
+            candidates.setdefault(match.group() if kind == "emphasis" else "[", []).append(i)
     return pairs
