@@ -110,11 +110,14 @@ def length_cuts(text: str) -> list[int]:
 
 
 def touches(text: str, span: Span, cuts: list[int]) -> bool:
-    """Whether only whitespace lies between ``span`` and one of ``cuts`` in ``text``."""
+    """Whether only whitespace lies between ``span`` and one of ``cuts`` (in increasing order)
+    in ``text``. Only the nearest cut on either side can be such a one, so only those two are
+    looked at (every cut was, each with a slice of the text between: quadratic)."""
     start, end = span
-    return any(
-        (cut >= end and not text[end:cut].strip()) or (cut <= start and not text[cut:start].strip())
-        for cut in cuts
+    after = bisect.bisect_left(cuts, end)
+    before = bisect.bisect_right(cuts, start) - 1
+    return (after < len(cuts) and not text[end : cuts[after]].strip()) or (
+        before >= 0 and not text[cuts[before] : start].strip()
     )
 
 

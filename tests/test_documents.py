@@ -487,6 +487,15 @@ def test_markup_left_open_before_pairs_is_paired_in_linear_time(closers):
     assert rendered.count("](x)") == content.count("](x)")
 
 
+def test_a_line_of_unclosed_comments_is_read_in_linear_time():
+    content = "Text <!-- a --> more" + " <!-- b" * 10_000 + "\n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 2  # quadratic before: about 7 s
+    assert [s.text for s in doc.segments][:2] == ["Text", "more <!"]
+    assert identity(doc) == content
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]

@@ -20,7 +20,7 @@ _INLINE = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
     r"|(?P<code>(?:(?<!`)|(?<=\\`))(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`))"  # whole runs only
     r"|(?P<autolink><(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s<>@]+@[^\s<>]+)>)"
-    r"|(?P<html><!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*?)?/?>)"
+    r"|(?P<comment><!--)|(?P<html></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*?)?/?>)"  # see markup
     r"|(?P<image>!\[)"
     r"|(?P<link_end>\]\((?:" + _TEMPLATE + r"|[^()\s]|\([^()\s]*\))*+"  # possessive: a
     # template is also so many characters, and backtracking tried both, 2**n ways
@@ -32,6 +32,7 @@ _INLINE = (
     r"|(?P<emphasis>\*+|(?<!\w)_+|_+(?!\w)|~~)"
 )
 _MARKUP = re.compile(_INLINE)
+_COMMENT = re.compile(r"(?P<html><!--.*?-->)")
 _MARKUP_IN_TABLE = re.compile(_INLINE + r"|(?P<pipe>\|)")
 
 Span = tuple[int, int]
@@ -42,7 +43,20 @@ def markup(text: str, start: int, end: int, table: bool = False) -> Iterator[re.
     """The inline markup of ``text[start:end]`` in order (backslash escapes stay text);
     in a table row (``table``), cell pipes too."""
     pattern = _MARKUP_IN_TABLE if table else _MARKUP
-    for match in pattern.finditer(text, start, end):
+    position = start
+    closing: int | None = None  # the first "-->" after the last comment opening (-1: none)
+    while match := pattern.search(text, position, end):
+        position = match.end()
+        if match.lastgroup == "comment":  # an HTML comment: up to the first "-->", if any,
+            # searched for once for all the openings before it (a regex searched to the end
+            # of the line for each: quadratic in a line of unclosed openings)
+            if closing is None or 0 <= closing < position:
+                closing = text.find("-->", position, end)
+            if closing < 0:
+                position = match.start() + 1
+                continue
+            match = _COMMENT.match(text, match.start(), closing + 3)
+            position = match.end()
         if match.lastgroup != "escape":
             yield match
 
