@@ -31,7 +31,9 @@ _ABBREVIATIONS = frozenset(
     "inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k u.n a.m p.m".split()
 )
 _FALLBACK_BOUNDARY = re.compile(
-    r"[.!?…]+[\"'”’)\]]*(?=\s+[\"'“‘(\[]?(?![a-z])\S)"  # .!? before a non-lower-case word
+    # .!? before a non-lower-case word: a run of them is matched whole, from its start, and
+    # never given back (backtracking into a run of dots, from each of them, was quadratic)
+    r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s+[\"'“‘(\[]?(?![a-z])\S)"
     r"|[。！？]+[”’」）]*"  # CJK sentence ends
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)$")

@@ -496,6 +496,14 @@ def test_a_line_of_unclosed_comments_is_read_in_linear_time():
     assert identity(doc) == content
 
 
+def test_a_line_of_dots_is_split_in_linear_time():
+    content = "Dots: " + "." * 60_000 + " End.\n"
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 1  # quadratic before: about 3 s
+    assert identity(doc) == content
+
+
 def test_markdown_emphasis_across_two_sentences_is_kept_on_both_sides():
     doc = parse_text("One *two. Three* four.\n", "md")
     assert [s.text for s in doc.segments] == ["One two.", "Three four."]
