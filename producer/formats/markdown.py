@@ -86,8 +86,9 @@ class Cut:
     ``end`` (an offset in the text scanned), and the state the block scanner carries past it
     to the next line: whether the line before was blank, whether a table is open, and the
     column of the text of the list item the lines after it may still belong to (None
-    outside a list), and whether the line before was a paragraph's (which a link reference
-    definition cannot interrupt).
+    outside a list), whether the line before was a paragraph's (which a link reference
+    definition cannot interrupt), and the quote depth of that list item (a line quoted less,
+    other than a lazy paragraph line, is out of the list).
 
     A cut comes after a blank line that the scanner reads outside any block (no paragraph,
     fenced or indented code, HTML block or front matter open), and before a heading, list
@@ -99,6 +100,7 @@ class Cut:
     in_table: bool
     list_indent: int | None
     in_paragraph: bool = False
+    list_depth: int = 0
 
 
 def build(builder: LayoutBuilder, start: Cut | None = None) -> None:
@@ -185,15 +187,18 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     start = start or Cut(0, True, False, None)
     previous_blank, in_table = start.previous_blank, start.in_table
     list_indent = start.list_indent  # column of the current list item's text
+    list_depth = start.list_depth  # how many quotes the list is in
     after_header = False  # the line before was a table header, found by looking at this one
     in_paragraph = start.in_paragraph  # a definition cannot interrupt a paragraph
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
         indent = _width(content) - _width(content.lstrip())
-        code_indent = (list_indent or 0) + 4
         container = _CONTAINER.match(content)
         depth, column = _text_column(content, container)
+        if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
+            list_indent, list_depth = None, 0
+        code_indent = (list_indent or 0) + 4
         if depth:  # code in a quote is indented 4 columns past its marker's optional space
             quote = container.group("quote")
             code_indent = max(list_indent or 0, len(quote) + (not quote.endswith(" "))) + 4
@@ -202,18 +207,18 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             code_column = indent
         fence = _fence(content[container.end() :].lstrip())
         html_end = _html_block_end(content, after_blank=previous_blank)
-        here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph)
+        here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
         header = paragraph_line = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
         if blank:
             in_table = False
-            yield Cut(lines[i].stop, True, False, list_indent)
+            yield Cut(lines[i].stop, True, False, list_indent, list_depth=list_depth)
         elif code_column >= code_indent and not (in_paragraph or in_table):  # code cannot interrupt them
             i = _skip_indented_code(text, lines, i, code_indent, depth)
             yield None
         elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
             if container.group("marker"):  # a list item opened by the fence
-                list_indent, outdented = _width(content[: container.end()]), False
+                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
             item = list_indent if list_indent is not None and not outdented else 0
             i = _skip_fence(text, lines, i, fence.group(1), item, depth)
             yield None
@@ -239,11 +244,11 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield line
             paragraph_line = line.kind != "heading"
             if container.group("marker"):
-                list_indent, outdented = _width(content[: container.end()]), False
+                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
             elif in_paragraph and line.kind == "text":
                 outdented = False  # a lazy continuation line: the item's paragraph goes on
         if outdented:
-            list_indent = None  # any other line left of the item's text ends the list
+            list_indent, list_depth = None, 0  # any other line left of the item's text ends the list
         previous_blank, after_header, in_paragraph = blank, header, paragraph_line
         i += 1
 
