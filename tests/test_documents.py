@@ -415,6 +415,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "> 译。\n>\n>     rm -rf build\n>     make\n> 译。\n",
         ),
         (">\tA tab is three columns.\n", ["A tab is three columns."], ">\t译。\n"),
+        # a quote interrupts a paragraph, and may open with code
+        ("Intro.\n>     make\n> Quote.\n", ["Intro.", "Quote."], "译。\n>     make\n> 译。\n"),
+        ("> Intro.\nlazy\n>     more\n", ["Intro.", "lazy", "more"], "> 译。\n译。\n>     译。\n"),
         # a fence in a list item or a quote closes where the item or the quote ends
         (
             "- Item.\n  ```\n  code\nAfter the list.\n",

@@ -180,6 +180,7 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["- Item. One.", "  ```", "  code. In item.", "", "Out. Of the list."],
         ["> ```", "> code. In quote.", "", "After. Quote."],
         [">     code. In quote.", ">", ">     more. Code.", "> Text. Quote."],
+        ["Intro. Text.", ">     code. In quote.", "> Quote. Text."],
         ["> - Item. Quoted.", "", "\tcode. After quote.", "", "> - Item. Quoted.", ">", ">   Same. Item."],
         ["---", "title: A. Title.", "", "more: x.", "---"],
         ["+++", "", "a = 1", "+++"],

@@ -190,6 +190,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     list_depth = start.list_depth  # how many quotes the list is in
     after_header = False  # the line before was a table header, found by looking at this one
     in_paragraph = start.in_paragraph  # a definition cannot interrupt a paragraph
+    # the quote depth of the open paragraph: a quote deeper than it interrupts it, and may
+    # open with code. (A window starting in a paragraph starts at a heading, item or table
+    # row, which no scan of the whole file read as code: none is deeper than "any".)
+    paragraph_depth = len(text)
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -213,7 +217,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent, list_depth=list_depth)
-        elif code_column >= code_indent and not (in_paragraph or in_table):  # code cannot interrupt them
+        elif code_column >= code_indent and not in_table and (not in_paragraph or depth > paragraph_depth):
+            # code cannot interrupt a paragraph (but a deeper quote can) or a table
             i = _skip_indented_code(text, lines, i, code_indent, depth)
             yield None
         elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
@@ -243,6 +248,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
                 yield here
             yield line
             paragraph_line = line.kind != "heading"
+            continued = in_paragraph and line.kind == "text"
+            paragraph_depth = max(paragraph_depth, depth) if continued else depth
             if container.group("marker"):
                 list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
             elif in_paragraph and line.kind == "text":
