@@ -94,12 +94,19 @@ def _exits_when_stopping() -> None:
     raise SystemExit(0 if connection.STOPPING.wait(30.0) else 1)
 
 
-def test_a_prefork_workers_children_see_it_stop(monkeypatch):
-    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)  # restored after the test
+def _shared_with_a_child(monkeypatch, target) -> multiprocessing.Process:
+    """`connection.STOPPING` shared as a prefork worker shares it (restored after the test),
+    and a forked child running `target`, started a moment ago."""
+    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)
     connection.share_stopping()
-    child = multiprocessing.get_context("fork").Process(target=_exits_when_stopping)
+    child = multiprocessing.get_context("fork").Process(target=target)
     child.start()
     time.sleep(0.3)
+    return child
+
+
+def test_a_prefork_workers_children_see_it_stop(monkeypatch):
+    child = _shared_with_a_child(monkeypatch, _exits_when_stopping)
     connection.STOPPING.set()  # in the parent, as worker_shutting_down does
     child.join(timeout=10.0)
     assert child.exitcode == 0
@@ -112,11 +119,7 @@ def _waits_to_stop() -> None:
 def test_a_stop_is_not_held_up_by_a_child_killed_while_waiting(monkeypatch):
     # a prefork child killed (time limit, OOM) while it waits on STOPPING: the parent's set,
     # made in Celery's signal handler, must still return at once
-    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)  # restored after the test
-    connection.share_stopping()
-    child = multiprocessing.get_context("fork").Process(target=_waits_to_stop)
-    child.start()
-    time.sleep(0.3)
+    child = _shared_with_a_child(monkeypatch, _waits_to_stop)
     child.kill()
     child.join(timeout=10.0)
     setter = threading.Thread(target=connection.STOPPING.set, daemon=True)
