@@ -22,7 +22,6 @@ from celery import signals
 
 from producer.inbox import deliver_job, run_inbox
 from producer.schedule import InboxEntry, beat_schedule, load_schedule
-from store import connection
 from store.config import Settings, env_settings
 from store.jobstore import CorruptRecord, process_store
 from store.keys import BadName, check_name
@@ -47,14 +46,6 @@ def beat_config(settings: Settings) -> dict[str, Any]:
 
 
 app = make_app(consumes=INBOX, extra=beat_config)
-
-
-@signals.worker_shutting_down.connect
-def _stop_waiting_on_redis(**_: Any) -> None:
-    """A stop (Ctrl-C, SIGTERM) ends every wait for Redis here too, as in the workers
-    (`store.connection.STOPPING`): a scan or delivery under way while Redis is away fails
-    at once instead of waiting out `WORKER_PATIENCE` for each call; the next run redoes it."""
-    connection.STOPPING.set()
 
 
 @signals.worker_ready.connect

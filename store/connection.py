@@ -84,18 +84,12 @@ class StopFlag:
         return True
 
 
-#: Set when this worker is stopping (`worker.tasks`, on Celery's worker_shutting_down): its
-#: patient clients stop waiting for Redis (a failed call raises at once) and a run is no
-#: longer waited on to end (`store.leases`), so that a stop while Redis is away does not
-#: wait out the patience. A prefork worker shares it with its children (`share_stopping`).
+#: Set when this worker or scheduler is stopping (`store.queues`, on Celery's
+#: worker_shutting_down): its patient clients stop waiting for Redis (a failed call raises
+#: at once) and a run is no longer waited on to end (`store.leases`), so that a stop while
+#: Redis is away does not wait out the patience. Made at import, before any fork, so a
+#: prefork worker's children share it with their parent.
 STOPPING = StopFlag()
-
-
-def share_stopping() -> None:
-    """Make `STOPPING` a fresh flag that the processes forked from now on share with this
-    one: a prefork worker's children then see their parent stop."""
-    global STOPPING
-    STOPPING = StopFlag()
 
 
 class PatientRetry(Retry):

@@ -14,9 +14,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Queue
 
+from store import connection
 from store.config import Settings, env_settings
 
 TRANSLATE_TASK = "transqueue.translate_chunk"
@@ -136,6 +137,15 @@ def make_app(
 
     app.add_defaults(config)
     return app
+
+
+@signals.worker_shutting_down.connect
+def _stop_waiting_on_redis(**_: Any) -> None:
+    """A stop (Ctrl-C, SIGTERM) of a worker or the scheduler, whose apps `make_app` makes,
+    ends every wait for Redis (`store.connection.STOPPING`): a call to a Redis that is away
+    fails at once (a scan or delivery is redone at the next run), and a chunk's run is not
+    waited on to end (its lease then expires by itself)."""
+    connection.STOPPING.set()
 
 
 #: The producers' app: it only sends tasks (chunks), by name.

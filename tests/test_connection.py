@@ -97,8 +97,7 @@ def _exits_when_stopping() -> None:
 def _shared_with_a_child(monkeypatch, target) -> multiprocessing.Process:
     """`connection.STOPPING` shared as a prefork worker shares it (restored after the test),
     and a forked child running `target`, started a moment ago."""
-    monkeypatch.setattr(connection, "STOPPING", connection.STOPPING)
-    connection.share_stopping()
+    monkeypatch.setattr(connection, "STOPPING", connection.StopFlag())  # made before the fork
     child = multiprocessing.get_context("fork").Process(target=target)
     child.start()
     time.sleep(0.3)

@@ -42,7 +42,6 @@ def _load_the_model(sender: Any = None, **_: Any) -> None:
     settings = env_settings()
     try:
         if _forks(sender):
-            connection.share_stopping()  # before the children fork: they see the stop
             warnings = runtime.check_bundle(settings)
         else:
             runtime.load_translator(settings)
@@ -64,14 +63,6 @@ def _load_after_fork(**_: Any) -> None:
     """Prefork children: sessions are created here, after the fork (for the solo pool,
     which sends this signal too, the Translator is already loaded)."""
     runtime.load_translator(env_settings())
-
-
-@signals.worker_shutting_down.connect
-def _stop_waiting_on_redis(**_: Any) -> None:
-    """A stop (Ctrl-C, SIGTERM) ends every wait for Redis (`store.connection.STOPPING`): a
-    call to a Redis that is away fails at once, and a chunk's run is not waited on to end
-    (its lease then expires by itself)."""
-    connection.STOPPING.set()
 
 
 @signals.worker_ready.connect
