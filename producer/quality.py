@@ -160,7 +160,7 @@ class FlagLog:
         ``capped(i)`` says whether segment ``i``'s translation hit the length cap; segments
         for which ``skip(i)`` holds (left untranslated for another reason) are not checked.
         """
-        newlines: list[int] | None = None
+        line: Callable[[int], int] | None = None
         for segment, output in zip(document.segments, translations, strict=True):
             if skip(segment.index):
                 continue
@@ -170,13 +170,12 @@ class FlagLog:
             self._found.update(found)
             if self.out is None:
                 continue
-            if newlines is None:  # the document's text: its segments rendered as themselves
-                text = document.render([s.text for s in document.segments])
-                newlines = [match.start() for match in _NEWLINE.finditer(text)]
+            if line is None:  # only once a record is written: it renders the document
+                line = segment_lines(document, first_line)
             record = {
                 "document": name,
                 **({"path": path} if path is not None else {}),
-                "line": first_line + bisect.bisect_left(newlines, segment.start),
+                "line": line(segment.start),
                 "source": segment.text,
                 "output": output,
                 "flags": found,
