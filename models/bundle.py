@@ -23,6 +23,8 @@ EXTERNAL_DATA = ".data"
 FORMAT = "transqueue-marian-onnx"
 FORMAT_VERSION = 1
 DEMO_BUNDLE = Path(__file__).resolve().parent / "demo" / "bundle"
+#: The tokenizer files every bundle has; "codec", the saved codec, is optional.
+TOKENIZER_ROLES = ("source", "target", "vocab")
 
 
 class BundleError(RuntimeError):
@@ -102,8 +104,9 @@ class Manifest:
 
     def files_for(self, precision: str) -> list[str]:
         """The files a Translator at `precision` loads: encoder and decoder (with their
-        weights, where stored beside them), tokenizer files."""
-        roles = ("source", "target", "vocab")
+        weights, where stored beside them), tokenizer files (and the saved codec, where the
+        bundle has one: its tokenizer files are still hashed into the model key)."""
+        roles = _tokenizer_roles(self.data["tokenizer"])
         graphs = [self.graph("encoder", precision).name, self.graph("decoder", precision).name]
         weights = [name + EXTERNAL_DATA for name in graphs if name + EXTERNAL_DATA in self.files]
         return [*graphs, *weights, *(self.tokenizer_file(role).name for role in roles)]
@@ -118,8 +121,19 @@ class Manifest:
         return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
     def tokenizer_file(self, role: str) -> Path:
-        """Path of the "source", "target" or "vocab" tokenizer file."""
+        """Path of the "source", "target", "vocab" or "codec" tokenizer file."""
         return self.directory / self.data["tokenizer"][role]
+
+    def codec_file(self) -> Path | None:
+        """The codec `transqueue export` saved (`MarianCodec.save`), None in a bundle
+        exported before 2026-12-02, which has none."""
+        return self.tokenizer_file("codec") if "codec" in self.data["tokenizer"] else None
+
+    def codec_inputs(self) -> set[str]:
+        """The names of the files a codec is read from: the saved codec where the bundle has
+        one, else the source and target tokenizers."""
+        roles = ["codec"] if "codec" in self.data["tokenizer"] else ["source", "target"]
+        return {self.tokenizer_file(role).name for role in roles}
 
     def fingerprint(self, *names: str) -> str:
         """A sha256 over the recorded hashes of `names` (all files when none given)."""
@@ -141,6 +155,11 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _tokenizer_roles(table: dict[str, Any]) -> tuple[str, ...]:
+    """The roles of a manifest's tokenizer `table`: `TOKENIZER_ROLES`, and "codec" where it has one."""
+    return (*TOKENIZER_ROLES, *(["codec"] if "codec" in table else []))
 
 
 def _config(data: dict[str, Any]) -> ModelConfig:
@@ -190,7 +209,7 @@ def _check_files(path: Path, data: dict[str, Any]) -> None:
             raise BundleError(f"{path}: file name {name!r} is not a plain name inside the bundle")
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
             raise BundleError(f"{path}: file {name!r} has no sha256")
-    named = [("tokenizer " + role, tokenizer.get(role)) for role in ("source", "target", "vocab")]
+    named = [("tokenizer " + role, tokenizer.get(role)) for role in _tokenizer_roles(tokenizer)]
     for role in ("encoder", "decoder"):
         graph = graphs.get(role)
         by_precision = graph.items() if isinstance(graph, dict) else [("", graph)]

@@ -91,6 +91,8 @@ class Charsmap:
         if sys.byteorder == "big":
             self._units.byteswap()
         self._replacements = charsmap[4 + size :]
+        #: The user-defined pieces it was given.
+        self.verbatim = tuple(verbatim)
         _check_replacements(
             np.frombuffer(charsmap, dtype="<u4", count=size // 4, offset=4), self._replacements
         )
@@ -153,6 +155,13 @@ class Charsmap:
     def _replacement(self, offset: int) -> bytes:
         """The NUL-ended replacement at `offset`."""
         return self._replacements[offset : self._replacements.index(b"\0", offset)]
+
+    def to_bytes(self) -> bytes:
+        """The precompiled charsmap this was made of."""
+        units = array.array("I", self._units)
+        if sys.byteorder == "big":
+            units.byteswap()
+        return struct.pack("<I", 4 * len(units)) + units.tobytes() + self._replacements
 
     def normalize(self, text: str) -> str:
         """`text` rewritten through the charsmap, longest key first, as SentencePiece does."""

@@ -27,25 +27,34 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from models import defaults
 from models.charsmap import VERBATIM_KEY, Charsmap
 
 
 class PieceTable:
     """vocab.json (piece → id) as flat arrays: pieces by id, and ids in piece order."""
 
-    def __init__(self, vocab: dict[str, int]) -> None:
+    def __init__(self, present: np.ndarray, offsets: np.ndarray, blob: bytes, order: np.ndarray) -> None:
+        #: Whether vocab.json has an id, by id.
+        self.present = present
+        self._offsets = offsets
+        self._blob = blob
+        self._sorted = order
+
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int]) -> PieceTable:
+        """The table of `vocab` (piece → id)."""
         ids = list(vocab.values())
         size = max(ids, default=-1) + 1
         by_id = [b""] * size
         for piece, id_ in vocab.items():
             by_id[id_] = piece.encode("utf-8")
-        self.present = np.zeros(size, dtype=bool)
-        self.present[ids] = True
-        self._offsets = np.zeros(size + 1, dtype=np.int64)
-        np.cumsum(list(map(len, by_id)), out=self._offsets[1:])
-        self._blob = b"".join(by_id)
-        present = np.flatnonzero(self.present).tolist()
-        self._sorted = np.array(sorted(present, key=by_id.__getitem__), dtype=np.int32)
+        present = np.zeros(size, dtype=bool)
+        present[ids] = True
+        offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(list(map(len, by_id)), out=offsets[1:])
+        in_order = sorted(np.flatnonzero(present).tolist(), key=by_id.__getitem__)
+        return cls(present, offsets, b"".join(by_id), np.array(in_order, dtype=np.int32))
 
     def __len__(self) -> int:
         return len(self.present)
@@ -76,18 +85,18 @@ def _piece_ids(model: dict) -> dict[str, int]:
     return dict(model["vocab"])
 
 
-def _decoder(target: dict):
-    """The target tokenizer's decoder alone: a tokenizer over a one-piece vocabulary, so
-    that the 65,001-piece model is never built."""
+def _decoder(decoder_json: str):
+    """The target tokenizer's decoder (`decoder_json`, its JSON) alone: a tokenizer over a
+    one-piece vocabulary, so that the 65,000-piece model is never built."""
     stub = {
-        "version": target.get("version", "1.0"),
+        "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [],
         "normalizer": None,
         "pre_tokenizer": None,
         "post_processor": None,
-        "decoder": target["decoder"],
+        "decoder": json.loads(decoder_json),
         "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"},
     }
     return Tokenizer.from_str(json.dumps(stub)).decoder
@@ -133,6 +142,24 @@ def _hide_unknown_piece(source: dict) -> None:
         model["vocab"][unk_id][0] = UNKNOWN_PIECE
 
 
+def _splitter(specials: list[str]) -> re.Pattern[str] | None:
+    """A pattern that finds the special tokens `specials` in raw text, longest first (None
+    when there are none)."""
+    if not specials:
+        return None
+    return re.compile("|".join(map(re.escape, sorted(specials, key=len, reverse=True))))
+
+
+def _utf8(text: str) -> np.ndarray:
+    """`text` as an array of its UTF-8 bytes (an .npz holds it without pickling)."""
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def _text(array: np.ndarray) -> str:
+    """The text `_utf8` made `array` of."""
+    return array.tobytes().decode("utf-8")
+
+
 class MarianCodec:
     """Text ↔ Marian ids for one bundle."""
 
@@ -169,16 +196,16 @@ class MarianCodec:
             self._source = Tokenizer.from_str(json.dumps({**source, "added_tokens": []}))
             first = max(source_ids.values(), default=-1) + 1
             self._specials = {content: first + i for i, content in enumerate(specials)}
-            if specials:
-                by_length = sorted(specials, key=len, reverse=True)
-                self._special_split = re.compile("|".join(map(re.escape, by_length)))
+            self._special_split = _splitter(specials)
         #: The id source.spm gives pieces it does not know.
         self._source_unk_id = source["model"].get("unk_id")
         del source
         target = json.loads(Path(target_file).read_text(encoding="utf-8"))
         vocab: dict[str, int] = target["model"]["vocab"]  # vocab.json, for the load only
-        self.vocab = PieceTable(vocab)
-        self._decoder = _decoder(target)
+        self.vocab = PieceTable.from_vocab(vocab)
+        #: The target tokenizer's decoder, as JSON (kept for `save`).
+        self._decoder_json = json.dumps(target["decoder"])
+        self._decoder = _decoder(self._decoder_json)
         #: Ids that decoding turns into text: vocab.json's, but the target tokenizer's special tokens.
         self._decoded = self.vocab.present.copy()
         self._decoded[[token["id"] for token in target["added_tokens"] if token["special"]]] = False
@@ -194,6 +221,69 @@ class MarianCodec:
         self.eos_id = eos_id
         self.unk_id = unk_id
         self.prefix_ids = prefix_ids
+
+    def save(self, path: Path) -> None:
+        """Write this codec to `path` (an .npz) for `load`: `transqueue export` writes it
+        beside the tokenizer files, so that a worker does not parse their JSON (at opus-mt
+        size, 0.15 s holding the GIL) to build the same arrays again."""
+        charsmap = self._charsmap
+        state = {
+            "revision": np.array(defaults.TOKENIZATION),
+            "unk_id": np.array(self.unk_id),
+            "prefix": np.array(self._prefix),
+            "has_charsmap": np.array(charsmap is not None),
+            "charsmap": np.frombuffer(charsmap.to_bytes() if charsmap else b"", dtype=np.uint8),
+            "verbatim": np.array(charsmap.verbatim if charsmap else (), dtype=str),
+            "specials": np.array(list(self._specials), dtype=str),
+            "special_ids": np.array(list(self._specials.values()), dtype=np.int64),
+            "source": _utf8(self._source.to_str()),
+            "source_unk_id": np.array(-1 if self._source_unk_id is None else self._source_unk_id),
+            "present": self.vocab.present,
+            "offsets": self.vocab._offsets,
+            "blob": np.frombuffer(self.vocab._blob, dtype=np.uint8),
+            "order": self.vocab._sorted,
+            "decoder": _utf8(self._decoder_json),
+            "decoded": self._decoded,
+            "by_source_id": self._by_source_id,
+        }
+        with Path(path).open("wb") as handle:
+            np.savez(handle, **state)
+
+    @classmethod
+    def load(
+        cls, path: Path, eos_id: int, unk_id: int, prefix_ids: tuple[int, ...] = ()
+    ) -> MarianCodec | None:
+        """The codec `save` wrote to `path`, or None where it was made by another
+        tokenization revision of the runtime (`models.defaults.TOKENIZATION`) or for another
+        unknown id: the tokenizer files are then read instead."""
+        with np.load(path, allow_pickle=False) as state:
+            if str(state["revision"]) != defaults.TOKENIZATION or int(state["unk_id"]) != unk_id:
+                return None
+            codec = cls.__new__(cls)
+            codec._prefix = str(state["prefix"])
+            codec._charsmap = (
+                Charsmap(state["charsmap"].tobytes(), state["verbatim"].tolist())
+                if bool(state["has_charsmap"])
+                else None
+            )
+            codec._specials = dict(
+                zip(state["specials"].tolist(), state["special_ids"].tolist(), strict=True)
+            )
+            codec._special_split = _splitter(list(codec._specials))
+            codec._source = Tokenizer.from_str(_text(state["source"]))
+            source_unk_id = int(state["source_unk_id"])
+            codec._source_unk_id = None if source_unk_id < 0 else source_unk_id
+            codec.vocab = PieceTable(
+                state["present"], state["offsets"], state["blob"].tobytes(), state["order"]
+            )
+            codec._decoder_json = _text(state["decoder"])
+            codec._decoder = _decoder(codec._decoder_json)
+            codec._decoded = state["decoded"]
+            codec._by_source_id = state["by_source_id"]
+        codec.eos_id = eos_id
+        codec.unk_id = unk_id
+        codec.prefix_ids = prefix_ids
+        return codec
 
     def _segmented(self, text: str) -> tuple[list[str], list[int]]:
         """`text` normalized and segmented as source.spm does it: its pieces and their ids."""

@@ -107,18 +107,30 @@ def _register_shared_arena() -> None:
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg({}))
 
 
-def _codec(
-    manifest: Manifest, tokenizers: list[Path], config: ModelConfig, prefix_ids: tuple[int, ...], verify: bool
-) -> MarianCodec:
-    """The bundle's codec, its tokenizer files checked first (with `verify`) so that a
-    corrupt one is reported as such, not as a parse error."""
+def _codec(manifest: Manifest, config: ModelConfig, prefix_ids: tuple[int, ...], verify: bool) -> MarianCodec:
+    """The bundle's codec: the one `transqueue export` saved where the bundle has one of this
+    runtime's tokenization revision (`MarianCodec.load`), else built from the tokenizer
+    files. The files it reads are checked first (with `verify`), so that a corrupt one is
+    reported as such, not as a parse error."""
+    ids = {"eos_id": config.eos_token_id, "unk_id": config.unk_token_id, "prefix_ids": prefix_ids}
+    saved = manifest.codec_file()
+    if saved is not None:
+        if verify:
+            verify_files(manifest, [saved.name])
+        codec = _read_codec(manifest, MarianCodec.load, saved, **ids)
+        if codec is not None:
+            return codec
+    tokenizers = [manifest.tokenizer_file(role) for role in ("source", "target")]
     if verify:
         verify_files(manifest, [path.name for path in tokenizers])
+    return _read_codec(manifest, MarianCodec, *tokenizers, **ids)
+
+
+def _read_codec(manifest: Manifest, make, *args, **kwargs):
+    """`make(*args, **kwargs)`, its errors reported as the bundle's unreadable tokenizer files."""
     try:
-        return MarianCodec(
-            *tokenizers, eos_id=config.eos_token_id, unk_id=config.unk_token_id, prefix_ids=prefix_ids
-        )
-    except Exception as error:  # the tokenizers library raises its own exception types
+        return make(*args, **kwargs)
+    except Exception as error:  # the tokenizers library and np.load raise their own types
         raise BundleError(f"{manifest.directory}: unreadable tokenizer files: {error}") from error
 
 
@@ -265,16 +277,15 @@ class Translator:
         config = self.manifest.config
         self.config = config
         lang = (config.target_lang_token_id,) if decode.add_target_lang_token else ()
-        tokenizers = [self.manifest.tokenizer_file(role) for role in ("source", "target")]
         prefix_ids = tuple(i for i in lang if i is not None)
         # The codec (Python, holding the GIL), the sha256 checks and both sessions' creation
         # run side by side (hashlib and ORT release the GIL); a corrupt file is reported as
         # such, before any ORT error or tokenizer parse error.
         _register_shared_arena()
-        graphs = [name for name in used if name not in {path.name for path in tokenizers}]
+        others = [name for name in used if name not in self.manifest.codec_inputs()]
         with ThreadPoolExecutor(4, thread_name_prefix="translator-load") as pool:
-            codec = pool.submit(_codec, self.manifest, tokenizers, config, prefix_ids, verify)
-            checked = pool.submit(verify_files, self.manifest, graphs) if verify else None
+            codec = pool.submit(_codec, self.manifest, config, prefix_ids, verify)
+            checked = pool.submit(verify_files, self.manifest, others) if verify else None
             # only the decoder's threads may spin: its runs come one after another, while
             # a spinning encoder pool would contend with them between its own runs
             encoder = pool.submit(_session, encoder_path, session, False)

@@ -15,23 +15,48 @@ DEMO = Path(__file__).resolve().parents[1] / "models" / "demo"
 DEMO_CHECKPOINT = DEMO / "checkpoint"
 
 
-def _codec(model_dir: Path, out: Path) -> MarianCodec:
+def _saved_and_loaded(codec: MarianCodec, path: Path) -> MarianCodec:
+    """`codec` saved to `path` and loaded back, as an export writes it and a worker reads it."""
+    codec.save(path)
+    loaded = MarianCodec.load(path, codec.eos_id, codec.unk_id)
+    assert loaded is not None
+    return loaded
+
+
+def _codecs(model_dir: Path, out: Path) -> list[MarianCodec]:
+    """The codec of `model_dir`'s converted tokenizer files, and the same saved and loaded."""
     convert(model_dir, out)
-    return MarianCodec(out / "source.tokenizer.json", out / "target.tokenizer.json", 0, 1)
+    codec = MarianCodec(out / "source.tokenizer.json", out / "target.tokenizer.json", 0, 1)
+    return [codec, _saved_and_loaded(codec, out / "codec.npz")]
 
 
 def _assert_parity(model_dir: Path, out: Path, texts: list[str]) -> None:
     from transformers import MarianTokenizer
 
-    codec = _codec(model_dir, out)
     reference = MarianTokenizer.from_pretrained(model_dir)
-    for text in texts:
-        assert codec.encode(text).tolist() == reference(text).input_ids, text
-    rng = random.Random(1)
-    size = len(reference)
-    for _ in range(3000):
-        ids = [rng.randrange(size) for _ in range(rng.randrange(1, 40))]
-        assert codec.decode(ids) == reference.decode(ids, skip_special_tokens=True), ids
+    for codec in _codecs(model_dir, out):
+        for text in texts:
+            assert codec.encode(text).tolist() == reference(text).input_ids, text
+        rng = random.Random(1)
+        size = len(reference)
+        for _ in range(3000):
+            ids = [rng.randrange(size) for _ in range(rng.randrange(1, 40))]
+            assert codec.decode(ids) == reference.decode(ids, skip_special_tokens=True), ids
+
+
+def test_a_codec_saved_by_another_tokenization_revision_or_unknown_id_is_not_loaded(
+    tiny_marian_dir, tmp_path, monkeypatch
+):
+    """The saved codec holds what one revision of the runtime derived from the tokenizer
+    files: another revision (or another unknown id) reads the files again."""
+    import models.defaults
+
+    codec = _codecs(tiny_marian_dir, tmp_path)[0]
+    assert MarianCodec.load(tmp_path / "codec.npz", 0, 2) is None
+    monkeypatch.setattr(models.defaults, "TOKENIZATION", "another revision")
+    assert MarianCodec.load(tmp_path / "codec.npz", 0, 1) is None
+    codec.save(tmp_path / "codec.npz")
+    assert MarianCodec.load(tmp_path / "codec.npz", 0, 1) is not None
 
 
 def test_tiny_model_parity_with_marian_tokenizer(tiny_marian_dir, tmp_path):
@@ -68,7 +93,7 @@ def test_bundle_codec_puts_the_language_token_first(tiny_bundle):
 
 def test_piece_table_finds_every_piece_and_only_those():
     vocab = {"▁a": 0, "a": 1, "▁ab": 2, "中": 3, "": 4, "<unk>": 7, "😀": 9}  # ids 5, 6, 8 unused
-    table = PieceTable(vocab)
+    table = PieceTable.from_vocab(vocab)
     assert len(table) == 10
     for piece, id_ in vocab.items():
         assert table.find(piece) == id_
@@ -109,12 +134,13 @@ def test_special_tokens_without_a_charsmap_get_their_vocab_ids(tiny_marian_dir, 
     target = tmp_path / "target.tokenizer.json"
     vocab = json.loads(target.read_text(encoding="utf-8"))["model"]["vocab"]
     codec = MarianCodec(source, target, 0, 1)
-    pieces, ids = codec.pieces_and_ids("a </s> b <pad> c <unk> d")
-    assert [ids[pieces.index(token)] for token in ("</s>", "<pad>", "<unk>")] == [
-        vocab["</s>"],
-        vocab["<pad>"],
-        vocab["<unk>"],
-    ]
+    for each in (codec, _saved_and_loaded(codec, tmp_path / "codec.npz")):
+        pieces, ids = each.pieces_and_ids("a </s> b <pad> c <unk> d")
+        assert [ids[pieces.index(token)] for token in ("</s>", "<pad>", "<unk>")] == [
+            vocab["</s>"],
+            vocab["<pad>"],
+            vocab["<unk>"],
+        ]
 
 
 def test_a_piece_named_like_a_special_token_keeps_its_vocab_id(tiny_marian_dir, tmp_path):

@@ -117,13 +117,32 @@ def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
         Translator(tmp_path)
 
 
-def test_a_truncated_tokenizer_file_is_reported_as_corrupt(tiny_bundle, tmp_path):
+@pytest.mark.parametrize("role", ["source", "target", "codec"])
+def test_a_truncated_tokenizer_file_is_reported_as_corrupt(tiny_bundle, tmp_path, role):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bundle, broken)
-    name = json.loads((tiny_bundle / "bundle.json").read_text())["tokenizer"]["source"]
+    name = json.loads((tiny_bundle / "bundle.json").read_text())["tokenizer"][role]
     (broken / name).write_bytes((tiny_bundle / name).read_bytes()[:1000])
     with pytest.raises(BundleError, match=f"{name}: sha256 does not match"):
         Translator(broken)
+
+
+def test_a_bundle_without_a_saved_codec_translates_alike(tiny_bundle, tmp_path):
+    """Bundles exported before the codec was saved build it from the tokenizer files."""
+    older = tmp_path / "older"
+    shutil.copytree(tiny_bundle, older)
+    manifest = json.loads((older / "bundle.json").read_text())
+    codec_file = manifest["tokenizer"].pop("codec")
+    del manifest["files"][codec_file]
+    (older / codec_file).unlink()
+    (older / "bundle.json").write_text(json.dumps(manifest))
+    sentences = ["I think you're right.", "Where is the station? It is far.", "ＡＢＣ ＜/s＞ x"]
+    saved, built = Translator(tiny_bundle, warmup=False), Translator(older, warmup=False)
+    assert saved.manifest.codec_file() is not None and built.manifest.codec_file() is None
+    for sentence in sentences:
+        assert saved.codec.encode(sentence).tolist() == built.codec.encode(sentence).tolist()
+    texts = [[result.text for result in each.translate(sentences)] for each in (saved, built)]
+    assert texts[0] == texts[1]
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,12 @@ from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_
 from models.builder.tokenizer_convert import convert, problems
 from models.builder.validate import ValidateOptions, validate
 from models.bundle import EXTERNAL_DATA, FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
+from models.tokenizer import MarianCodec
 
 ENCODER, ENCODER_INT8 = "encoder.onnx", "encoder.int8.onnx"
 DECODER, DECODER_INT8 = "decoder.onnx", "decoder.int8.onnx"
+#: The codec as the runtime builds it from the tokenizer files (`MarianCodec.save`).
+CODEC = "codec.npz"
 #: Licence and attribution files carried from the checkpoint into the bundle.
 CARRIED_FILES = ("ATTRIBUTION.md", "LICENSE", "README.md")
 #: Every file an export writes (graphs, their weights, tokenizer files, carried files).
@@ -42,6 +45,7 @@ _EXPORT_FILES = {
     "source.tokenizer.json",
     "target.tokenizer.json",
     "vocab.json",
+    CODEC,
     MANIFEST,
     *CARRIED_FILES,
 }
@@ -141,6 +145,19 @@ def _config(model_config, generation_config, vocab: dict[str, int], lang_token: 
         "target_lang_token": lang_token,
         "target_lang_token_id": vocab[lang_token] if lang_token else None,
     }
+
+
+def save_codec(directory: Path, tokenizer_files: dict[str, str], config: dict) -> str:
+    """Save the codec of the tokenizer files in `directory` as `CODEC` there (validation
+    then checks the codec a worker loads: the saved one) and return its name."""
+    codec = MarianCodec(
+        directory / tokenizer_files["source"],
+        directory / tokenizer_files["target"],
+        eos_id=config["eos_token_id"],
+        unk_id=config["unk_token_id"],
+    )
+    codec.save(directory / CODEC)
+    return CODEC
 
 
 def store_weights_beside(path: Path) -> None:
@@ -254,11 +271,13 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
         if (checkpoint.directory / name).is_file():
             shutil.copyfile(checkpoint.directory / name, staging / name)
     vocab = json.loads((staging / "vocab.json").read_text(encoding="utf-8"))
+    config = _config(model_config, generation_config, vocab, options.target_lang_token)
+    tokenizer_files["codec"] = save_codec(staging, tokenizer_files, config)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "source": {"model": checkpoint.source, "revision": checkpoint.revision},
-        "config": _config(model_config, generation_config, vocab, options.target_lang_token),
+        "config": config,
         "graphs": {
             "layout": "encoder+cross-kv, decoder-step-with-kv-cache",
             "opset": OPSET,
