@@ -50,7 +50,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import opus_sized  # noqa: E402
 import torch_greedy  # noqa: E402
-from build_cache import bundle, cached, page_in  # noqa: E402
+from build_cache import bundle, cached, compile_package, page_in  # noqa: E402
 from report import publish  # noqa: E402
 
 from models.builder.quantize import QuantizeOptions  # noqa: E402
@@ -315,6 +315,7 @@ def _cold_start(engine: str, model: Path, lines: list[str], extra: list[str]) ->
     import tempfile
 
     page_in(model)
+    compile_package()
     with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as listing:
         listing.write("\n".join(lines))
         listing.flush()

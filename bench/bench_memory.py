@@ -76,6 +76,7 @@ def main() -> None:
     ]
     for precision, max_batch in CASES:
         build_cache.page_in(bundle)
+        build_cache.compile_package()
         out = subprocess.run(
             [sys.executable, "-c", PROBE, str(bundle), precision, str(max_batch)],
             check=True,

@@ -51,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from build_cache import padded_source, page_in  # noqa: E402
+from build_cache import compile_package, padded_source, page_in  # noqa: E402
 from distributed_support import TRANSQUEUE_WORKER, RedisServer, Worker, wait_for  # noqa: E402
 from report import publish  # noqa: E402
 
@@ -182,6 +182,7 @@ def measure(
     log_dir = log_dir / f"{name}-{chunk_size}-{max_batch}"  # a worker is ready when its own log says so
     log_dir.mkdir(parents=True)
     page_in(bundle or default_bundle_dir())
+    compile_package()
     started = time.perf_counter()
     worker = Worker(name, env, log_dir, TRANSQUEUE_WORKER, options=()).start(wait=False)
     wait_for(worker.ready, f"worker {name} to be ready", interval=0.005, detail=worker.log_text)

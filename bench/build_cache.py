@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 #: Bumped when the way bundles are built changes, so that cached bundles are remade.
-BUNDLE_VERSION = 15
+BUNDLE_VERSION = 16
 
 
 def cached(work: Path, kind: str, parameters: dict) -> Path:
@@ -54,8 +54,10 @@ def padded_source(bundle_dir: Path, pieces: int) -> Path:
     model padded to `pieces` pieces (the stand-in's tiny source.spm has a few hundred; an
     opus-mt source.spm has tens of thousands, which a Translator's load parses and maps).
     The added pieces are vocab.json pieces it lacks, each scored below every existing piece,
-    so they hardly change how text is cut; every other file is hard-linked, and the manifest's
-    sha256 of the source tokenizer is updated. For load times only: outputs may change."""
+    so they hardly change how text is cut; the saved codec, where the bundle has one, is
+    saved again from the padded tokenizer, every other file is hard-linked, and the
+    manifest's sha256 of the changed files are updated. For load times only: outputs may
+    change."""
     bundle_dir = Path(bundle_dir).resolve()
     path = bundle_dir.with_name(f"{bundle_dir.name}-source{pieces}")
 
@@ -69,15 +71,24 @@ def padded_source(bundle_dir: Path, pieces: int) -> Path:
         vocab_json = json.loads((bundle_dir / manifest["tokenizer"]["vocab"]).read_text(encoding="utf-8"))
         extra = [piece for piece in vocab_json if piece not in held][: max(0, pieces - len(vocab))]
         vocab += [[piece, floor - i * 1e-4] for i, piece in enumerate(extra)]
+        codec = manifest["tokenizer"].get("codec")
         staging.mkdir(parents=True)
         for file in bundle_dir.iterdir():
-            if file.name not in (name, "bundle.json"):
+            if file.name not in (name, codec, "bundle.json"):
                 os.link(file, staging / file.name)  # the same bytes, no copy
-        data = json.dumps(source, ensure_ascii=False).encode()
-        (staging / name).write_bytes(data)
-        manifest["files"][name] = {**manifest["files"][name], "sha256": hashlib.sha256(data).hexdigest()}
-        if "bytes" in manifest["files"][name]:
-            manifest["files"][name]["bytes"] = len(data)
+        (staging / name).write_text(json.dumps(source, ensure_ascii=False), encoding="utf-8")
+        if codec:  # saved again from the padded source tokenizer, as an export would
+            from models.builder.export import save_codec
+
+            save_codec(staging, manifest["tokenizer"], manifest["config"])
+        for changed in (name, codec) if codec else (name,):
+            data = (staging / changed).read_bytes()
+            manifest["files"][changed] = {
+                **manifest["files"][changed],
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+            if "bytes" in manifest["files"][changed]:
+                manifest["files"][changed]["bytes"] = len(data)
         (staging / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
     return build_once(path, make)
@@ -93,3 +104,20 @@ def page_in(path: Path | str) -> None:
         with file.open("rb") as handle:
             while handle.read(1 << 24):
                 pass
+
+
+#: transqueue's packages, compiled by `compile_package`.
+PACKAGES = ("cli", "models", "producer", "store", "worker")
+
+
+def compile_package() -> None:
+    """Compile transqueue's modules to bytecode (__pycache__, ignored by git), as `pip
+    install` does for an installed package (the Dockerfile's): a process started from this
+    checkout, where PYTHONDONTWRITEBYTECODE is set (as on this machine), would otherwise
+    compile every module of transqueue's own at each start, 0.1 s of CPU holding the GIL
+    that no installed worker spends. Start-up measurements call it first."""
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for package in PACKAGES:
+        compileall.compile_dir(root / package, quiet=1)
