@@ -37,7 +37,9 @@ BUILT_IN = {
     "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
     rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
     "url": _TOKEN_START + r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
-    "email": _TOKEN_START + r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
+    # starting after an @ left the run's start ("a@") to the model
+    "email": r"(?<![\w.+@-])@*+(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
     "domain": _TOKEN_START
     + r"(?:[a-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,31 @@ def spans_of(text: str, extra: tuple[str, ...] = ()) -> list[str]:
 )
 def test_each_kind_of_protected_span(text, expected):
     assert spans_of(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Write to a@b@c.com today.", ["a@b@c.com"]),
+        ("Write to @john@example.com today.", ["@john@example.com"]),
+        ("Write to a@@b.com or a.b@c.d@e.example.org.", ["a@@b.com", "a.b@c.d@e.example.org"]),
+        ("Ping a@b@c now.", []),  # no domain after its last @: not an address
+    ],
+)
+def test_an_address_like_run_is_protected_whole_or_not_at_all(text, expected):
+    assert spans_of(text) == expected
+
+
+def test_an_address_like_run_is_never_cut_into_text_for_the_model():
+    doc = parse_text("Write to a@b@c.com today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
+
+
+@pytest.mark.parametrize("text", ["a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000])
+def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):
+    started = time.perf_counter()
+    protected_spans(text)
+    assert time.perf_counter() - started < 0.5  # about 5 ms for these 40,000 characters
 
 
 def test_user_patterns_add_to_the_built_in_ones_and_overlaps_go_to_the_first():

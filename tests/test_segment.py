@@ -148,7 +148,14 @@ def test_needs_translation():
 def test_needs_translation_takes_linear_time_on_a_word_of_at_signs():
     started = time.perf_counter()
     assert needs_translation("a@" * 1500)
+    assert needs_translation("a@" * 20000)
+    assert not needs_translation("a@" * 20000 + "b.com")
     assert time.perf_counter() - started < 0.5  # cubic before: about ten seconds
+
+
+@pytest.mark.parametrize("text", ["a@b@c.com", "@john@example.com", "a@@b.com", "(a.b@c@d.example.org)"])
+def test_an_address_with_more_than_one_at_sign_is_found_whole(text):
+    assert not needs_translation(text)  # its first part, "a@", was left as words
 
 
 @settings(max_examples=150, deadline=None)
