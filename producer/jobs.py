@@ -73,7 +73,9 @@ class Source:
     ``name`` is the input's absolute path (fetch refuses to overwrite it, from whichever
     directory it runs), or ``<stdin>`` for a unit of stdin: ``text``, of format ``fmt``,
     whose first line is line ``first_line`` of stdin. ``target`` is where its translation
-    goes, relative to the job's output directory (empty for stdin).
+    goes, relative to the job's output directory (empty for stdin). ``given`` is the path
+    as the user gave it, which the file is read by and messages name (default: ``name``),
+    as `transqueue translate` names it.
     """
 
     name: str
@@ -81,10 +83,16 @@ class Source:
     text: str | None = None
     fmt: str = ""
     first_line: int = 1
+    given: str = ""
+
+    @property
+    def path(self) -> Path:
+        """The path the document is read by and named by in messages."""
+        return Path(self.given or self.name)
 
     def format(self) -> str:
         """The document's format; DocumentError for a file of an unknown suffix."""
-        return self.fmt or format_of(Path(self.name))
+        return self.fmt or format_of(self.path)
 
     @contextmanager
     def read(
@@ -95,7 +103,7 @@ class Source:
         a Parquet file its size and sha256 (None otherwise). DocumentError (naming file:line)
         or OSError as soon as the window that holds the problem is read."""
         if fmt == "parquet":
-            document = ParquetDocument(Path(self.name), options)
+            document = ParquetDocument(self.path, options)
             with document.opened() as (table, original):
                 yield (_cells_window(cells) for cells in document.cells(table)), original
         else:
@@ -105,11 +113,10 @@ class Source:
             )
 
     def _documents(self, fmt: str, options: ReadOptions) -> Iterator[Document]:
-        path = Path(self.name)
         if self.text is not None:
-            yield parse_text(self.text, fmt, options, path, first_line=self.first_line)
+            yield parse_text(self.text, fmt, options, self.path, first_line=self.first_line)
         else:
-            yield from StreamedDocument(path, fmt, options).windows()
+            yield from StreamedDocument(self.path, fmt, options).windows()
 
 
 def _text_window(document: Document, first_line: int) -> Window:
@@ -121,8 +128,9 @@ def _cells_window(cells: Cells) -> Window:
 
 
 def file_source(task: FileTask, out: Path) -> Source:
-    """The Source of a file task, named by its absolute path, its target relative to `out`."""
-    return Source(os.path.abspath(task.source), str(task.target.relative_to(out)))
+    """The Source of a file task, named by its absolute path (read and reported by the path
+    given), its target relative to `out`."""
+    return Source(os.path.abspath(task.source), str(task.target.relative_to(out)), given=str(task.source))
 
 
 def stdin_sources(units: Iterable[tuple[int, str]], fields: tuple[str, ...]) -> Iterator[Source]:
@@ -169,7 +177,7 @@ class JobBuilder:
         `transqueue translate` takes such files); what was stored of it is removed first, and
         the job goes on as if it had never been added."""
         if not (is_text(source.name) and is_text(source.target)):
-            raise DocumentError(f"{source.name}: the file name is not UTF-8, which a job cannot store")
+            raise DocumentError(f"{source.path}: the file name is not UTF-8, which a job cannot store")
         n, windows = self.documents, 0
         total, segments, chunker = self.total, self.segments, self.chunker.state()
         try:
@@ -260,7 +268,7 @@ def add_files(job: JobBuilder, tasks: Iterable[FileTask], out: Path, errors: lis
         try:
             job.add(source)
         except (DocumentError, OSError) as error:
-            errors.append(failure(Path(source.name), error))
+            errors.append(failure(source.path, error))
 
 
 #: A rendered window: a piece of text, or the cells of a Parquet row group.

@@ -389,6 +389,32 @@ def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path)
     assert list(store.job_ids()) == [job_id]
 
 
+def test_submit_names_a_bad_file_as_it_was_given_like_translate(redis_server, tmp_path, monkeypatch):
+    redis_server.client().flushdb()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "good.txt").write_text("Hello there.\n")
+    (inputs / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    os.mkfifo(inputs / "pipe.txt")
+    monkeypatch.chdir(tmp_path)
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url}
+    deep, pipe = os.path.join("in", "deep.jsonl"), os.path.join("in", "pipe.txt")
+    expected = [
+        f"error: {deep}:1:257: invalid JSON: nested deeper than 256 arrays and objects",
+        f"error: {pipe}: not a regular file (a FIFO); not read",
+    ]
+    for given in (["in"], [deep, pipe, os.path.join("in", "good.txt")]):
+        translated = CliRunner().invoke(main, ["translate", *given, "--field", "text", "-o", "zh/"])
+        submitted = CliRunner().invoke(main, ["submit", *given, "--field", "text", "--out", "out"], env=env)
+        assert translated.exit_code == submitted.exit_code == 1
+        assert errors_of(translated.output) == errors_of(submitted.output) == expected
+
+
+def errors_of(output: str) -> list[str]:
+    """The lines of `output` that report a file, sorted (translate reports some only once read)."""
+    return sorted(line for line in output.splitlines() if line.startswith("error: "))
+
+
 def test_fetch_reports_an_output_it_cannot_write_and_writes_the_others(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     for slot in range(store.info(job_id).total):

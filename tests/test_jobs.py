@@ -174,7 +174,7 @@ def test_each_bad_file_is_reported_and_the_others_kept(store, tmp_path, monkeypa
     (inputs / "long.md").write_text("x" * 40 + "\n")
     (inputs / "odd.jsonl").write_text('{"text": 5}\n')
     os.mkfifo(inputs / "pipe.txt")
-    monkeypatch.chdir(tmp_path)  # named relatively, reported as the job names them: absolute
+    monkeypatch.chdir(tmp_path)  # named relatively: stored by their absolute path, reported as given
     out, errors = tmp_path / "out", []
     job = JobBuilder(store, ReadOptions(fields=("text",), limits=Limits(line_bytes=32)))
     add_files(job, plan_files([Path("in")], out), out, errors)
@@ -182,11 +182,12 @@ def test_each_bad_file_is_reported_and_the_others_kept(store, tmp_path, monkeypa
     assert [(r.name, r.target) for r in store.documents(job.job_id)] == [
         (str(inputs / "good.txt"), "good.txt")
     ]
+    given = Path("in")
     assert errors == [
-        f"{inputs / 'bad.txt'}:2: not valid UTF-8 (invalid start byte)",
-        f"{inputs / 'long.md'}:1: line longer than 32 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
-        f"{inputs / 'odd.jsonl'}:1:10: field 'text' holds int, not a string",
-        f"{inputs / 'pipe.txt'}: not a regular file (a FIFO); not read",
+        f"{given / 'bad.txt'}:2: not valid UTF-8 (invalid start byte)",
+        f"{given / 'long.md'}:1: line longer than 32 bytes (TRANSQUEUE_MAX_LINE_BYTES)",
+        f"{given / 'odd.jsonl'}:1:10: field 'text' holds int, not a string",
+        f"{given / 'pipe.txt'}: not a regular file (a FIFO); not read",
     ]
 
 
