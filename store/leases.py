@@ -307,7 +307,8 @@ class Sweeper:
     def stalls(self, now: float | None = None, after: float = defaults.STALL_AFTER) -> list[str]:
         """Send again the unsettled chunks of every job that made no progress for `after`
         seconds while nothing of it runs and its queue is empty; returns those jobs' ids.
-        A job whose records are corrupt is skipped, logged once, and the others watched."""
+        A job whose records are corrupt is skipped, logged once, and the others watched; one
+        that Redis answers busy for (a script running long) is skipped until the next pass."""
         now = time.monotonic() if now is None else now
         running = self.leases.running_jobs()
         resent, watched, corrupt = [], {}, set()
@@ -315,12 +316,25 @@ class Sweeper:
             try:
                 if self._resend_if_stalled(job_id, now, after, running, watched):
                     resent.append(job_id)
-            except (ValueError, redis.ResponseError) as exc:  # CorruptRecord, a key of the wrong type
-                corrupt.add(job_id)
-                if job_id not in self._corrupt:
-                    logger.warning("stall watch skips job %s while its records are corrupt: %s", job_id, exc)
+            except (ValueError, redis.ResponseError) as exc:  # CorruptRecord, a wrong type, BUSY
+                self._skip(job_id, exc, corrupt)
         self._progress, self._corrupt = watched, corrupt
         return resent
+
+    def _skip(self, job_id: str, exc: ValueError | redis.ResponseError, corrupt: set[str]) -> None:
+        """Log why the stall watch skips `job_id` this pass: Redis busy or taking no writes
+        for now (`redis_away`: BUSY, MISCONF, ...), or its records corrupt (noted in
+        `corrupt`, logged only when they were not at the last pass)."""
+        if redis_away(exc):
+            logger.warning(
+                "stall watch skips job %s until its next pass: Redis is busy or takes no writes for now: %s",
+                job_id,
+                exc,
+            )
+            return
+        corrupt.add(job_id)
+        if job_id not in self._corrupt:
+            logger.warning("stall watch skips job %s while its records are corrupt: %s", job_id, exc)
 
     def _resend_if_stalled(
         self,

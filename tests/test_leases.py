@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
 from distributed_support import RedisServer
 
 from store.config import Settings
-from store.jobstore import JobStore, NewJob
+from store.jobstore import JobInfo, JobStore, NewJob
 from store.keys import JOBS_KEY, RUNNING_KEY, JobKeys
 from store.leases import BUSY, GONE, STARTED, Sweeper, held
 from store.queues import client, queue_length
@@ -232,6 +235,69 @@ def test_one_job_s_corrupt_records_do_not_stop_the_stall_watch_of_the_others(sto
     sweeper = Sweeper(store)
     assert [sweeper.stalls(now=now, after=30.0) for now in (0.0, 31.0, 62.0)] == [[], ["j"], []]
     assert sum("job bad" in record.getMessage() for record in caplog.records) == 1  # logged once
+
+
+#: A script that keeps Redis busy for ARGV[1] seconds (or until SCRIPT KILL).
+BUSY_SCRIPT = """
+local start = redis.call('TIME')
+repeat
+    local now = redis.call('TIME')
+until (now[1] - start[1]) + (now[2] - start[2]) / 1e6 >= tonumber(ARGV[1])
+"""
+
+
+@contextmanager
+def redis_busy_with_a_script(server: RedisServer) -> Iterator[None]:
+    """Redis answering BUSY: a script running past a script time limit lowered to 10 ms;
+    the script is killed and the limit put back at the end."""
+    admin = server.client()
+    limit = admin.config_get("lua-time-limit")["lua-time-limit"]
+    admin.config_set("lua-time-limit", 10)
+
+    def run_script() -> None:
+        with contextlib.suppress(redis.ResponseError):  # killed
+            server.client().eval(BUSY_SCRIPT, 0, 30)
+
+    script = threading.Thread(target=run_script, daemon=True)
+    script.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not answers_busy(admin):
+            assert time.monotonic() < deadline, "Redis never answered BUSY"
+            time.sleep(0.01)
+        yield
+    finally:
+        with contextlib.suppress(redis.ResponseError):  # NOTBUSY: it ended already
+            admin.script_kill()
+        script.join()
+        admin.config_set("lua-time-limit", limit)
+
+
+def answers_busy(client: redis.Redis) -> bool:
+    """Whether Redis answers BUSY (a script runs past its time limit)."""
+    try:
+        client.ping()
+    except redis.ResponseError as exc:
+        return str(exc).startswith("BUSY")
+    return False
+
+
+def test_a_busy_redis_is_not_taken_for_corrupt_records_by_the_stall_watch(
+    store, redis_server, caplog, monkeypatch
+):
+    info = store.info
+
+    def info_once_redis_is_busy(job_id: str) -> JobInfo | None:
+        with redis_busy_with_a_script(redis_server):
+            return info(job_id)
+
+    monkeypatch.setattr(store, "info", info_once_redis_is_busy)
+    sweeper = Sweeper(store)
+    assert sweeper.stalls(now=0.0, after=30.0) == []
+    (logged,) = [record.getMessage() for record in caplog.records if "job j" in record.getMessage()]
+    assert "corrupt" not in logged and "Redis is busy" in logged, logged
+    monkeypatch.setattr(store, "info", info)  # no longer busy: the job is watched again
+    assert sweeper.stalls(now=1.0, after=30.0) == [] and sweeper.stalls(now=32.0, after=30.0) == ["j"]
 
 
 def test_chunks_are_never_sent_to_a_queue_that_a_stored_record_names_but_is_no_chunk_queue(store, caplog):
