@@ -304,12 +304,15 @@ def open_report(
     carried: Callable[[], Collection[str]] = frozenset,
     trees: Iterable[Path] = (),
     stdout_taken: bool = False,
+    outputs: Iterable[Path] = (),
 ) -> Iterator[TextIO | None]:
     """The ``--report`` file opened for writing (UTF-8), or None without ``--report``; a
     clean CLI error when it cannot be written, and a usage error when it is one of `kept`
     (the `whose` inputs and outputs), which writing it would replace, inside one of `trees`
     (input directories), where the next run would read it as an input, or stdout where the
-    run writes its output there (``stdout_taken``).
+    run writes its output there (``stdout_taken``). Its directory must exist, or be one that
+    one of the run's `outputs` goes into, at any depth: the run makes it, and so does the
+    report.
 
     The report is written beside ``path`` and moved onto it when the block ends, however it
     ends (Ctrl-C included), with the records of the report already at ``path`` whose
@@ -336,7 +339,7 @@ def open_report(
         raise click.UsageError(f"--report {path}: the {whose}'s output goes to stdout")
     straight = descriptor is not None or (path.exists() and not path.is_file())
     target = Path(real)  # through a symbolic link, as opening it would go
-    if not (straight or target.parent.is_dir()):
+    if not (straight or target.parent.is_dir() or _holds_one_of(target.parent, outputs)):
         raise click.ClickException(f"cannot write the report {path}: no such directory {target.parent}")
     from producer.files import atomic_target
 
@@ -361,6 +364,11 @@ def open_report(
         if in_body:  # not the report's: the run's own, raised through it
             raise
         raise click.ClickException(f"cannot write the report {path}: {error.strerror or error}") from None
+
+
+def _holds_one_of(directory: Path, paths: Iterable[Path]) -> bool:
+    """Whether one of `paths` lies in `directory` (resolved), at any depth."""
+    return any(Path(os.path.realpath(path)).is_relative_to(directory) for path in paths)
 
 
 def _descriptor(path: Path) -> int | None:

@@ -174,7 +174,9 @@ def translate_command(
     trees = [given for given in inputs if given.is_dir()]
     with (
         stopped_with_summary(report.summary),
-        open_report(report_path, kept, carried=unwritten_outputs, trees=trees) as flagged,
+        open_report(
+            report_path, kept, carried=unwritten_outputs, trees=trees, outputs=[task.target for task in tasks]
+        ) as flagged,
     ):
         report.quality = FlagLog(flagged)
         _translate_files(

@@ -439,6 +439,24 @@ def test_report_refuses_stdin_and_an_unwritable_file(tmp_path, tiny_bundle):
     assert not (tmp_path / "a.zh.txt").exists()
 
 
+def test_a_report_may_go_into_the_output_directory_the_run_makes(tmp_path, tiny_bundle):
+    (tmp_path / "a.txt").write_text("Hi.\n")
+    (tmp_path / "corpus" / "sub").mkdir(parents=True)
+    (tmp_path / "corpus" / "sub" / "b.txt").write_text("Hello world.\n")
+    model = ["--model", str(tiny_bundle)]
+    for given, out in ((tmp_path / "a.txt", "zh/"), (tmp_path / "corpus", "mirror")):
+        report = tmp_path / out / "flags.jsonl"
+        args = ["translate", str(given), "-o", f"{tmp_path}/{out}", "--report", str(report), *model]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0 and report.is_file(), result.output
+    assert (tmp_path / "zh" / "a.zh.txt").is_file() and (tmp_path / "mirror" / "sub" / "b.txt").is_file()
+    elsewhere = tmp_path / "elsewhere" / "flags.jsonl"  # a directory the run makes no output in
+    args = ["translate", str(tmp_path / "a.txt"), "-o", f"{tmp_path}/new/", "--report", str(elsewhere)]
+    result = CliRunner().invoke(main, [*args, *model])
+    assert result.exit_code == 1 and "cannot write the report" in result.output
+    assert not (tmp_path / "new").exists() and not elsewhere.parent.exists()
+
+
 def test_a_report_never_names_an_input_or_an_output(tmp_path, tiny_bundle):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
