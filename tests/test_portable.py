@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -215,6 +216,32 @@ def test_a_worker_logs_the_warning_however_it_is_started(older_bundle, monkeypat
     assert any(
         "AVX-512" in record.getMessage() and str(older) in record.getMessage() for record in caplog.records
     )
+
+
+def test_a_solo_worker_warns_from_the_manifest_its_model_was_loaded_with(older_bundle, monkeypatch, caplog):
+    import models.bundle
+    import models.translator
+    from store.config import env_settings
+    from worker import runtime, tasks
+
+    reads: list[Path] = []
+
+    def read_counted(directory: Path) -> models.bundle.Manifest:
+        reads.append(directory)
+        return read_manifest(directory)
+
+    monkeypatch.setattr(models.bundle, "read_manifest", read_counted)
+    monkeypatch.setattr(models.translator, "read_manifest", read_counted)
+    monkeypatch.setattr(runtime, "_state", {})  # no model loaded in this process yet
+    monkeypatch.setenv("TRANSQUEUE_BUNDLE", str(older_bundle))
+    env_settings.cache_clear()
+    try:  # the solo pool loads the model in the worker's own process, on worker_init
+        with caplog.at_level("WARNING", logger="worker.tasks"):
+            tasks._load_the_model(sender=SimpleNamespace(pool_cls="solo"))
+    finally:
+        env_settings.cache_clear()
+    assert any("AVX-512" in record.getMessage() for record in caplog.records)
+    assert len(reads) == 1  # the Translator's: bundle.json is not read again for the warning
 
 
 def _has_avx512() -> bool:

@@ -12,11 +12,14 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.protocol import SentenceTranslator, Translation
 from store import defaults
 from store.config import Settings
+
+if TYPE_CHECKING:
+    from models.bundle import Manifest
 
 
 class PoisonError(RuntimeError):
@@ -70,16 +73,17 @@ def load_translator(settings: Settings) -> SentenceTranslator:
         if "translator" not in _state:
             from models.translator import BatchOptions, Translator
 
-            translator: SentenceTranslator = Translator(
+            translator = Translator(
                 settings.bundle_dir,
                 precision=settings.precision,
                 threads=settings.threads,
                 batching=BatchOptions(max_batch=settings.max_batch),
                 verify=_state.get("checked") != (settings.bundle_dir, settings.precision),
             )
-            if settings.test_poison:
-                translator = PoisonedTranslator(translator, settings.test_poison)
-            _state["translator"] = translator
+            _state["manifest"] = translator.manifest  # for the warnings (`loaded_bundle_warnings`)
+            _state["translator"] = (
+                PoisonedTranslator(translator, settings.test_poison) if settings.test_poison else translator
+            )
         return _state["translator"]
 
 
@@ -122,10 +126,22 @@ def check_bundle(settings: Settings, hashes: bool = True) -> list[str]:
     verify_files(manifest, manifest.files_for(settings.precision), hashes=hashes)
     if hashes:
         _state["checked"] = (settings.bundle_dir, settings.precision)
-    if manifest.cpu_independent(settings.precision):
+    return bundle_warnings(manifest, settings.precision)
+
+
+def loaded_bundle_warnings(settings: Settings) -> list[str]:
+    """Load this process's Translator (`load_translator`) and return the warnings about its
+    bundle (`bundle_warnings`), from the manifest it was loaded with (read once)."""
+    load_translator(settings)
+    return bundle_warnings(_state["manifest"], settings.precision)
+
+
+def bundle_warnings(manifest: Manifest, precision: str) -> list[str]:
+    """Warnings about a bundle that loads at `precision` but falls short (a line each)."""
+    if manifest.cpu_independent(precision):
         return []
     return [
-        f"{manifest.directory}: its {settings.precision} outputs may differ in rare sentences "
+        f"{manifest.directory}: its {precision} outputs may differ in rare sentences "
         "between workers on CPUs with and without AVX-512 (a bundle exported before 2026-12-02, "
         "or with the tensor int8 scheme); export it again for the same output on every worker"
     ]

@@ -44,8 +44,7 @@ def _load_the_model(sender: Any = None, **_: Any) -> None:
         if _forks(sender):
             warnings = runtime.check_bundle(settings)
         else:
-            runtime.load_translator(settings)
-            warnings = runtime.check_bundle(settings, hashes=False)
+            warnings = runtime.loaded_bundle_warnings(settings)
     except BundleError as error:
         raise SystemExit(f"transqueue worker: cannot load the model: {runtime.explained(error)}") from None
     for warning in warnings:  # however the worker was started (transqueue worker, celery -A worker)
