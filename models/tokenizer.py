@@ -56,6 +56,12 @@ class PieceTable:
         in_order = sorted(np.flatnonzero(present).tolist(), key=by_id.__getitem__)
         return cls(present, offsets, b"".join(by_id), np.array(in_order, dtype=np.int32))
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The table as arrays named after `__init__`'s arguments (the blob as bytes), for
+        `MarianCodec.save`."""
+        blob = np.frombuffer(self._blob, dtype=np.uint8)
+        return {"present": self.present, "offsets": self._offsets, "blob": blob, "order": self._sorted}
+
     def __len__(self) -> int:
         return len(self.present)
 
@@ -238,10 +244,7 @@ class MarianCodec:
             "special_ids": np.array(list(self._specials.values()), dtype=np.int64),
             "source": _utf8(self._source.to_str()),
             "source_unk_id": np.array(-1 if self._source_unk_id is None else self._source_unk_id),
-            "present": self.vocab.present,
-            "offsets": self.vocab._offsets,
-            "blob": np.frombuffer(self.vocab._blob, dtype=np.uint8),
-            "order": self.vocab._sorted,
+            **self.vocab.arrays(),
             "decoder": _utf8(self._decoder_json),
             "decoded": self._decoded,
             "by_source_id": self._by_source_id,
