@@ -3,7 +3,7 @@
 # The package is installed without its [export] extra, so the image holds no torch,
 # transformers or sentencepiece: models are exported elsewhere (`transqueue export`) and
 # mounted as a bundle directory (TRANSQUEUE_BUNDLE); without one, the bundled demo model runs.
-# BASE: any image with python3 (>= 3.10) and its venv module; deploy/base-image.sh builds one
+# BASE: any image with python3 (>= 3.11) and its venv module; deploy/base-image.sh builds one
 # from Debian without a registry (deploy/compose-check.sh passes it).
 ARG BASE=python:3.11-slim
 FROM ${BASE}

@@ -17,6 +17,7 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,6 @@ MAX_INTERVAL_S = 366 * 24 * 3600
 #: The longest settle time an entry may give in seconds (a day): a file unchanged for that
 #: long is not being written.
 MAX_SETTLE_S = 24 * 3600
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: JSON schedules only
-    tomllib = None
 
 
 class ScheduleError(ValueError):
@@ -85,8 +81,6 @@ class InboxEntry:
 def load_schedule(path: str | Path) -> tuple[InboxEntry, ...]:
     """Read and check a schedule file; raise ScheduleError naming the file and the entry."""
     path = Path(path)
-    if path.suffix == ".toml" and tomllib is None:
-        raise ScheduleError(f"{path}: TOML schedules need Python 3.11 or later; use JSON")
     try:
         raw = path.read_text(encoding="utf-8")
         data = tomllib.loads(raw) if path.suffix == ".toml" else json.loads(raw)
