@@ -153,6 +153,17 @@ def test_needs_translation_takes_linear_time_on_a_word_of_at_signs():
     assert time.perf_counter() - started < 0.5  # cubic before: about ten seconds
 
 
+@pytest.mark.parametrize("text", ["a." * 20000, "a" * 40000, "x+y-" * 10000 + "//"])
+def test_needs_translation_takes_linear_time_on_a_long_word_of_scheme_characters(text):
+    started = time.perf_counter()
+    assert needs_translation(text)
+    assert time.perf_counter() - started < 0.5  # quadratic before: about six seconds for "a." * 20000
+
+
+def test_urls_are_found_where_a_word_starts():
+    assert not needs_translation("(https://x.org/a) [www.x.org] <mailto:me@x.org> «git+ssh://x/y»")
+
+
 @pytest.mark.parametrize("text", ["a@b@c.com", "@john@example.com", "a@@b.com", "(a.b@c@d.example.org)"])
 def test_an_address_with_more_than_one_at_sign_is_found_whole(text):
     assert not needs_translation(text)  # its first part, "a@", was left as words
