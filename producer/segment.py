@@ -36,7 +36,6 @@ _FALLBACK_BOUNDARY = re.compile(
     r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s+[\"'“‘(\[]?(?![a-z])\S)"
     r"|[。！？]+[”’」）]*"  # CJK sentence ends
 )
-_WORD_BEFORE = re.compile(r"([\w.]+)$")
 #: Anything that can end a sentence or a list item ("1) first 2) second") before the last
 #: character; a paragraph without one is a single sentence and pysbd is not asked.
 _INNER_TERMINATOR = re.compile(r"[.!?…。！？;:\r)]")
@@ -100,11 +99,18 @@ def fallback_split(text: str) -> list[Span]:
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
-    word = _WORD_BEFORE.search(text, 0, dot)
-    if word is None:
-        return False
-    token = word.group(1).lower()
+    token = _word_before(text, dot).lower()
     return token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha())
+
+
+def _word_before(text: str, end: int) -> str:
+    """The run of word characters and dots that ends at ``end`` in ``text``, found walking
+    back from ``end``: a regex search for it tried every position before ``end`` (quadratic
+    time on a long paragraph)."""
+    start = end
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "._"):
+        start -= 1
+    return text[start:end]
 
 
 def length_cuts(text: str) -> list[int]:
