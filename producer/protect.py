@@ -31,6 +31,9 @@ _CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideograp
 )
 _TAG = defaults.TEMPLATE_TAG_MAX_CHARS
 _TOKEN_START = r"(?<![\w.+-])"  # a match starts where a dotted word starts, never inside one
+#: An address-like run (address characters and @s: a@b.com@c) is protected whole or not at
+#: all: a match of it starts where the run does, with the run's leading @s
+_RUN_START = r"(?<![\w.+@-])@*+"
 # Each pattern scans forward from a start only as far as one token (or one brace, one
 # backtick), so a long line costs linear time, whatever it holds.
 BUILT_IN = {
@@ -39,9 +42,11 @@ BUILT_IN = {
     "url": _TOKEN_START + r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model
-    "email": r"(?<![\w.+@-])@*+(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
-    "domain": _TOKEN_START
-    + r"(?:[a-z0-9-]+\.)+(?:"
+    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
+    # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
+    # of an address-like run, which the e-mail pattern protects whole if it is an address
+    "domain": _RUN_START
+    + r"(?![\w.+-]*@)(?:[a-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS
     + r")\b(?![\w-])(?:/"
     + _URL_END

@@ -68,6 +68,8 @@ def test_each_kind_of_protected_span(text, expected):
         ("Write to @john@example.com today.", ["@john@example.com"]),
         ("Write to a@@b.com or a.b@c.d@e.example.org.", ["a@@b.com", "a.b@c.d@e.example.org"]),
         ("Ping a@b@c now.", []),  # no domain after its last @: not an address
+        ("Ping a@b.com@c, b.com@c or a@b.com.org@c now.", []),  # nor a bare domain in one
+        ("Ping @example.com or @@b.example.org now.", ["@example.com", "@@b.example.org"]),
     ],
 )
 def test_an_address_like_run_is_protected_whole_or_not_at_all(text, expected):
@@ -77,9 +79,13 @@ def test_an_address_like_run_is_protected_whole_or_not_at_all(text, expected):
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
+    doc = parse_text("Write to a@b.com@c today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Write to a@b.com@c today."]  # "Write to a@", "@c today."
 
 
-@pytest.mark.parametrize("text", ["a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000])
+@pytest.mark.parametrize(
+    "text", ["a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000, "@a." * 20000 + "com"]
+)
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):
     started = time.perf_counter()
     protected_spans(text)
