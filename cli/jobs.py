@@ -317,14 +317,18 @@ def fetch_command(
         }
 
     try:
+        outputs: list[Path] = []  # where --report's directory may be made
         kept: list[Path] = []  # what --report may not name
         if not stream:
             documents = store.documents(job_id)
             check_targets(documents, out_dir)
-            kept = [*sources, *(Path(d.name) for d in documents), *(out_dir / d.target for d in documents)]
+            outputs = [out_dir / d.target for d in documents]
+            kept = [*sources, *(Path(d.name) for d in documents), *outputs]
         with (
             stopped_with_summary(written_line),
-            open_report(report_path, kept, "job", carried=unwritten_outputs, stdout_taken=stream) as report,
+            open_report(
+                report_path, kept, "job", carried=unwritten_outputs, stdout_taken=stream, outputs=outputs
+            ) as report,
         ):
             flags = FlagLog(report)
             for rendered in iter_documents(

@@ -449,6 +449,23 @@ def test_fetch_keeps_existing_outputs_and_its_report_off_inputs_and_outputs(redi
     assert forced.exit_code == 0 and "译" in (out / record.target).read_text(encoding="utf-8")
 
 
+def test_a_fetch_report_may_go_into_the_output_directory_the_fetch_makes(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, f"s{slot}", f"译{slot}", fingerprint="f", hit=False)
+    elsewhere = tmp_path / "elsewhere" / "flags.jsonl"  # a directory the fetch writes nothing in
+    args = ["fetch", job_id, "--out", str(tmp_path / "new"), "--report", str(elsewhere)]
+    refused = CliRunner().invoke(main, args, env=env)
+    assert refused.exit_code == 1 and "cannot write the report" in refused.output, refused.output
+    assert not (tmp_path / "new").exists() and not elsewhere.parent.exists()
+    report = tmp_path / "new" / "flags.jsonl"
+    args = ["fetch", job_id, "--out", str(tmp_path / "new"), "--report", str(report)]
+    fetched = CliRunner().invoke(main, args, env=env)
+    assert fetched.exit_code == 0 and report.is_file(), fetched.output
+    (record,) = store.documents(job_id)
+    assert "译" in (tmp_path / "new" / record.target).read_text(encoding="utf-8")
+
+
 def test_a_job_missing_a_stored_record_is_one_line_not_a_traceback(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     store.client.delete(JobKeys(job_id).windows)  # expired part way, or evicted
