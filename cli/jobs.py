@@ -25,6 +25,7 @@ from cli.common import (
 from producer.documents import DocumentError, ReadOptions
 from producer.files import OutputAppeared, contained, plan_files
 from producer.jobs import (
+    STDIN,
     JobBuilder,
     JobGone,
     OriginalMissing,
@@ -120,9 +121,9 @@ def submit_command(
             out.mkdir(parents=True, exist_ok=True)
             add_files(job, plan_files([Path(p) for p in paths], out), out, errors)
             origin, out_dir = "files", str(out)
-    except OSError as exc:
+    except OSError as exc:  # the output directory, a directory of inputs, or stdin
         job.discard()
-        raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
+        raise click.ClickException(_os_failure(exc, STDIN if "-" in paths else None)) from None
     except DocumentError as exc:
         job.discard()
         raise click.ClickException(str(exc)) from None
@@ -144,6 +145,15 @@ def submit_command(
             err=True,
         )
         sys.exit(1)
+
+
+def _os_failure(error: OSError, unnamed: str | None) -> str:
+    """``NAME: reason`` for an OSError that stopped a submit: NAME the file it names, else
+    `unnamed` (``<stdin>`` while stdin is read, whose errors name no file); the reason alone
+    when neither is known."""
+    name = error.filename if error.filename is not None else unnamed
+    reason = error.strerror or str(error)
+    return reason if name is None else f"{name}: {reason}"
 
 
 @click.command("status")

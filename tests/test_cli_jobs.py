@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import subprocess
@@ -408,6 +410,27 @@ def test_submit_names_a_bad_file_as_it_was_given_like_translate(redis_server, tm
         submitted = CliRunner().invoke(main, ["submit", *given, "--field", "text", "--out", "out"], env=env)
         assert translated.exit_code == submitted.exit_code == 1
         assert errors_of(translated.output) == errors_of(submitted.output) == expected
+
+
+class UnreadableStdin(io.RawIOBase):
+    """A stdin whose every read fails as a read of a broken device does (EIO)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:
+        if not len(buffer):  # the test runner's probe of what the stream reads
+            return 0
+        raise OSError(errno.EIO, "Input/output error")
+
+
+def test_submit_names_stdin_when_reading_it_fails(redis_server):
+    redis_server.client().flushdb()
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url}
+    submitted = CliRunner().invoke(main, ["submit", "-"], input=UnreadableStdin(), env=env)
+    assert submitted.exit_code == 1 and "Traceback" not in submitted.output, submitted.output
+    assert submitted.output == "Error: <stdin>: Input/output error\n"  # was "None: Input/output error"
+    assert list(JobStore.from_settings(Settings(redis_url=redis_server.url)).job_ids()) == []
 
 
 def errors_of(output: str) -> list[str]:
