@@ -282,7 +282,7 @@ class Sweeper:
             if lost is not None:
                 self.requeue(lost)
             return lost
-        except (ValueError, redis.ResponseError) as exc:  # a corrupt record
+        except (ValueError, redis.ResponseError) as exc:  # a corrupt record, a wrong type, BUSY, MISCONF
             logger.warning("lost run %s of %s not requeued: %s", field, RUNNING_KEY, exc)
             return None
 
