@@ -163,7 +163,8 @@ ZSTD_LEVEL = 3
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 #: Top-level domains that make a bare dotted name (``pulse.cio.gov``, ``example.com/docs``) a
 #: protected domain (`producer.protect`). A closed list, so that abbreviations and file names
-#: with other suffixes ("e.g.", "config.yaml") are not taken for domains.
+#: with other suffixes ("e.g.", "config.yaml") are not taken for domains. Written in lower
+#: case; matched in lower or upper case (``.com``, ``.COM``), not capitalised (``big.It``).
 PROTECTED_TLDS = (
     "com|org|net|gov|edu|mil|int|io|dev|app|ai|info|biz|co|me|us|uk|eu|de|fr|cn|jp|ru|in|ca|"
     "au|nl|ch|se|no|it|es|tv|xyz|site|online|tech|cloud"

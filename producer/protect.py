@@ -39,15 +39,20 @@ _RUN_START = r"(?<![\w.+@-])@*+"
 BUILT_IN = {
     "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
     rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
-    "url": _TOKEN_START + r"(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
+    # the scheme and www. in any case (Https://, WWW.)
+    "url": _TOKEN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model
     "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
     # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
-    # of an address-like run, which the e-mail pattern protects whole if it is an address
+    # of an address-like run, which the e-mail pattern protects whole if it is an address.
+    # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,
+    # .COM) but not capitalised: "big.It" is a sentence end with its space missing
     "domain": _RUN_START
-    + r"(?![\w.+-]*@)(?:[a-z0-9-]+\.)+(?:"
+    + r"(?![\w.+-]*@)(?:[A-Za-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS
+    + "|"
+    + defaults.PROTECTED_TLDS.upper()
     + r")\b(?![\w-])(?:/"
     + _URL_END
     + r")?",

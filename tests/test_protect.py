@@ -76,6 +76,26 @@ def test_an_address_like_run_is_protected_whole_or_not_at_all(text, expected):
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Open Https://x.org/page or HTTP://X.ORG now.", ["Https://x.org/page", "HTTP://X.ORG"]),
+        (
+            "See WWW.Example.COM, GitHub.com or MAILTO:a@b.org.",
+            ["WWW.Example.COM", "GitHub.com", "MAILTO:a@b.org"],
+        ),
+        (
+            "Sites like Rust-Lang.org/Learn and PULSE.CIO.GOV are kept.",
+            ["Rust-Lang.org/Learn", "PULSE.CIO.GOV"],
+        ),
+        # a capitalised word after a period is a sentence, its space missing, not a domain
+        ("I live in Paris. It is big. It was big.It was old.In Paris.No.", []),
+    ],
+)
+def test_urls_and_domains_are_found_in_any_case(text, expected):
+    assert spans_of(text) == expected
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
@@ -84,7 +104,11 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
 
 
 @pytest.mark.parametrize(
-    "text", ["a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000, "@a." * 20000 + "com"]
+    "text",
+    [
+        *("a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000, "@a." * 20000 + "com"),
+        *("A." * 20000, "A." * 20000 + "COM", "@A." * 20000 + "Com", "WWW." * 20000, "Http" + "A." * 20000),
+    ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):
     started = time.perf_counter()
