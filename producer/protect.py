@@ -30,26 +30,29 @@ _CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideograp
     r"\uac00-\ud7af\uf900-\ufaff"
 )
 _TAG = defaults.TEMPLATE_TAG_MAX_CHARS
-_TOKEN_START = r"(?<![\w.+-])"  # a match starts where a dotted word starts, never inside one
 #: An address-like run (address characters and @s: a@b.com@c) is protected whole or not at
-#: all: a match of it starts where the run does, with the run's leading @s
+#: all: a match of it (a URL, an address, a domain) starts where the run does, never inside
+#: one, with the run's leading @s
 _RUN_START = r"(?<![\w.+@-])@*+"
 # Each pattern scans forward from a start only as far as one token (or one brace, one
 # backtick), so a long line costs linear time, whatever it holds.
 BUILT_IN = {
     "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
     rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
-    # the scheme and www. in any case (Https://, WWW.)
-    "url": _TOKEN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
+    # a URL starts where its run starts, as an address does: one after an @ (a@www.b.com@c)
+    # is part of an address-like run; the scheme and www. in any case (Https://, WWW.)
+    "url": _RUN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model
     "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
     # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
     # of an address-like run, which the e-mail pattern protects whole if it is an address.
     # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,
-    # .COM) but not capitalised: "big.It" is a sentence end with its space missing
+    # .COM) but not capitalised: "big.It" is a sentence end with its space missing. Never
+    # right after a scheme: a URL that its start rule refuses (a@https://x.org) is not
+    # protected in part
     "domain": _RUN_START
-    + r"(?![\w.+-]*@)(?:[A-Za-z0-9-]+\.)+(?:"
+    + r"(?<!://)(?![\w.+-]*@)(?:[A-Za-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS
     + "|"
     + defaults.PROTECTED_TLDS.upper()

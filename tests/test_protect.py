@@ -96,11 +96,25 @@ def test_urls_and_domains_are_found_in_any_case(text, expected):
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Ping a@www.b.com@c or a@https://x.org now.", []),  # www.b.com@c, https://x.org before
+        ("Ping @https://x.org or @@www.b.com now.", ["@https://x.org", "@@www.b.com"]),
+        ("Ping a.https://x.org or www.a@b.com now.", ["a.https://x.org", "www.a@b.com"]),
+    ],
+)
+def test_a_url_in_an_address_like_run_is_protected_whole_or_not_at_all(text, expected):
+    assert spans_of(text) == expected
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
     doc = parse_text("Write to a@b.com@c today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to a@b.com@c today."]  # "Write to a@", "@c today."
+    doc = parse_text("Write to a@https://x.org today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Write to a@https://x.org today."]  # "Write to a@", "today."
 
 
 @pytest.mark.parametrize(
@@ -108,6 +122,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     [
         *("a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000, "@a." * 20000 + "com"),
         *("A." * 20000, "A." * 20000 + "COM", "@A." * 20000 + "Com", "WWW." * 20000, "Http" + "A." * 20000),
+        *("a@Http" * 20000, "://a." * 20000 + "COM", "a@www." * 20000),
     ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):
