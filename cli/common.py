@@ -236,6 +236,15 @@ def duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+def os_failure(error: OSError, unnamed: str | None) -> str:
+    """``NAME: reason`` for an OSError that stopped a command: NAME the file it names, else
+    `unnamed` (``<stdin>`` while stdin is read, whose errors name no file); the reason alone
+    when neither is known."""
+    name = error.filename if error.filename is not None else unnamed
+    reason = error.strerror or str(error)
+    return reason if name is None else f"{name}: {reason}"
+
+
 def _protect_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """TRANSQUEUE_PROTECT's patterns then ``--protect``'s, each checked to be a usable regex
     (a bad variable is an error naming it, a bad option a usage error)."""

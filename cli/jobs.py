@@ -17,6 +17,7 @@ from cli.common import (
     job_info,
     model_key_of,
     open_report,
+    os_failure,
     protect_option,
     record_options,
     stop_cleanly_on_termination,
@@ -123,7 +124,7 @@ def submit_command(
             origin, out_dir = "files", str(out)
     except OSError as exc:  # the output directory, a directory of inputs, or stdin
         job.discard()
-        raise click.ClickException(_os_failure(exc, STDIN if "-" in paths else None)) from None
+        raise click.ClickException(os_failure(exc, STDIN if "-" in paths else None)) from None
     except DocumentError as exc:
         job.discard()
         raise click.ClickException(str(exc)) from None
@@ -145,15 +146,6 @@ def submit_command(
             err=True,
         )
         sys.exit(1)
-
-
-def _os_failure(error: OSError, unnamed: str | None) -> str:
-    """``NAME: reason`` for an OSError that stopped a submit: NAME the file it names, else
-    `unnamed` (``<stdin>`` while stdin is read, whose errors name no file); the reason alone
-    when neither is known."""
-    name = error.filename if error.filename is not None else unnamed
-    reason = error.strerror or str(error)
-    return reason if name is None else f"{name}: {reason}"
 
 
 @click.command("status")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -15,6 +15,7 @@ from cli.common import (
     BUNDLE_VARIABLE,
     BundleDirectory,
     open_report,
+    os_failure,
     protect_option,
     record_options,
     stop_cleanly_on_termination,
@@ -24,6 +25,7 @@ from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
 from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, plan_files
+from producer.inputs import STDIN
 from producer.pipeline import (
     RunOptions,
     RunReport,
@@ -211,11 +213,20 @@ def _translate_files(
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:
     fmt = "jsonl" if read.fields else "txt"
     try:
-        for text in translate_stream(stdin_units(sys.stdin.buffer, read), fmt, translator, read):
+        for text in translate_stream(_stdin_units(read), fmt, translator, read):
             sys.stdout.buffer.write(text.encode("utf-8"))
             sys.stdout.buffer.flush()
     except DocumentError as error:
         raise click.ClickException(str(error)) from None
+
+
+def _stdin_units(read: ReadOptions) -> Iterator[tuple[int, str]]:
+    """stdin's units; a failed read (EIO, say) is a one-line error naming ``<stdin>``, as
+    submit reports it, after the translations of the units read before it."""
+    try:
+        yield from stdin_units(sys.stdin.buffer, read)
+    except OSError as error:
+        raise click.ClickException(os_failure(error, STDIN)) from None
 
 
 COMMANDS = (translate_command,)

@@ -129,6 +129,10 @@ def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
         raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
 
 
+#: How messages and a job's records name stdin, which has no file name.
+STDIN = "<stdin>"
+
+
 def stdin_lines(stream: BinaryIO, max_line_bytes: int = defaults.MAX_LINE_BYTES) -> Iterator[bytes]:
     """The lines of ``stream`` (for ``producer.pipeline.stream_units``), none read longer than
     one byte over ``max_line_bytes``: a longer line comes in pieces, the first over the limit."""

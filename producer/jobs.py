@@ -43,7 +43,7 @@ from producer.chunking import Chunker, Pair, character_lengths, source_lengths
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask, contained, write_atomic
 from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
-from producer.inputs import failure
+from producer.inputs import STDIN, failure
 from producer.quality import FlagLog, segment_lines
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 from producer.streaming import StreamedDocument
@@ -51,8 +51,6 @@ from store.errors import is_text
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
 from store.queues import model_key, model_queue, send_chunks
-
-STDIN = "<stdin>"
 
 
 @dataclass(frozen=True)

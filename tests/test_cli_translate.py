@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -376,6 +378,34 @@ def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny
     assert (
         "Error: <stdin>:2: line longer than 100 bytes (TRANSQUEUE_MAX_LINE_BYTES)" in streamed.stderr.decode()
     )
+
+
+class StdinFailingAfter(io.RawIOBase):
+    """A stdin that gives `data`, then fails every read as a read of a broken device does (EIO)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.left = data
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:
+        if not len(buffer):  # the test runner's probe of what the stream reads
+            return 0
+        if not self.left:
+            raise OSError(errno.EIO, "Input/output error")
+        size = min(len(buffer), len(self.left))
+        buffer[:size], self.left = self.left[:size], self.left[size:]
+        return size
+
+
+def test_a_failed_read_of_stdin_is_one_line_naming_it_after_what_was_written(tiny_bundle, translator):
+    model = ["--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, ["translate", "-", *model], input=StdinFailingAfter(b"Hello.\n"))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    [first] = [result.text for result in translator.translate(["Hello."])]
+    assert result.stdout == first + "\n"  # the line read before the failure
+    assert result.stderr == "Error: <stdin>: Input/output error\n"  # as submit - says it
 
 
 def test_report_lists_each_flagged_sentence_of_the_demo_model(tmp_path):
