@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import redis
+from kombu.exceptions import OperationalError
 
 from store import connection, defaults, scripts
 from store.connection import redis_away
@@ -257,6 +258,7 @@ class Sweeper:
         self._missing_since: dict[str, float] = {}
         self._progress: dict[str, tuple[tuple[int, int], float]] = {}
         self._corrupt: set[str] = set()  # jobs the stall watch skipped at its last pass (logged)
+        self._unsent: dict[str, LostRun] = {}  # runs it claimed but failed to requeue, by field
 
     def requeue(self, lost: LostRun) -> None:
         """Send a lost run's chunk again, on the queue it was taken from; BadQueue (nothing
@@ -270,21 +272,36 @@ class Sweeper:
         unleased = self.leases.unleased()
         self._missing_since = {f: self._missing_since.get(f, now) for f in unleased}
         due = [field for field, since in self._missing_since.items() if now - since >= self.grace]
+        self._unsent = {field: lost for field, lost in self._unsent.items() if field in self._missing_since}
         return [lost for lost in map(self._requeue_lost, due) if lost is not None]
 
     def _requeue_lost(self, field: str) -> LostRun | None:
-        """Claim the run of a ``tq:running`` field if it was lost, and requeue its chunk; None
-        if it was not lost, or if it fails (logged): one bad entry never stops the pass."""
+        """Claim the run of a ``tq:running`` field if it was lost (or take the one this
+        sweeper claimed but failed to send), and requeue its chunk; None if it was not lost,
+        or if it fails (logged): one bad entry never stops the pass."""
         try:
             if self._served_elsewhere(field):
                 return None
-            lost = self.leases.claim_lost(field)
+            lost = self._unsent.pop(field, None) or self.leases.claim_lost(field)
             if lost is not None:
-                self.requeue(lost)
+                self._requeue_claimed(field, lost)
             return lost
-        except (ValueError, redis.ResponseError) as exc:  # a corrupt record, a wrong type, BUSY, MISCONF
+        # a corrupt record, a wrong type, BUSY, MISCONF (kombu's OperationalError while sending)
+        except (ValueError, redis.ResponseError, OperationalError) as exc:
             logger.warning("lost run %s of %s not requeued: %s", field, RUNNING_KEY, exc)
             return None
+
+    def _requeue_claimed(self, field: str, lost: LostRun) -> None:
+        """Requeue the chunk of a run this sweeper claimed. If Redis does not take it (busy
+        with a script, taking no writes, away), it is kept and sent at the next sweep while
+        the run stays lost: no other sweeper can claim it again, and the stall watch would
+        send it only `STALL_AFTER` later. A BadQueue is not kept: no sweep could send it,
+        and the stall watch sends the job's unsettled chunks on the job's own queue."""
+        try:
+            self.requeue(lost)
+        except (redis.RedisError, OperationalError):
+            self._unsent[field] = lost
+            raise
 
     def _served_elsewhere(self, field: str) -> bool:
         """Whether the run of a ``tq:running`` field was taken from a queue that is not one of

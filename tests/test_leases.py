@@ -19,7 +19,7 @@ from distributed_support import RedisServer
 from store.config import Settings
 from store.jobstore import JobInfo, JobStore, NewJob
 from store.keys import JOBS_KEY, RUNNING_KEY, JobKeys
-from store.leases import BUSY, GONE, STARTED, Sweeper, held
+from store.leases import BUSY, GONE, STARTED, LostRun, Sweeper, held
 from store.queues import client, queue_length
 
 pytest_plugins = ["distributed_support"]
@@ -298,6 +298,28 @@ def test_a_busy_redis_is_not_taken_for_corrupt_records_by_the_stall_watch(
     assert "corrupt" not in logged and "Redis is busy" in logged, logged
     monkeypatch.setattr(store, "info", info)  # no longer busy: the job is watched again
     assert sweeper.stalls(now=1.0, after=30.0) == [] and sweeper.stalls(now=32.0, after=30.0) == ["j"]
+
+
+def test_a_lost_run_that_redis_was_too_busy_to_requeue_is_requeued_at_the_next_sweep(
+    store, redis_server, caplog, monkeypatch
+):
+    store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0))  # its worker was killed
+    claim_lost, busy = store.leases.claim_lost, contextlib.ExitStack()
+
+    def claim_then_redis_is_busy(field: str) -> LostRun | None:
+        lost = claim_lost(field)  # claimed, once among all sweepers: nobody else sends it
+        busy.enter_context(redis_busy_with_a_script(redis_server))
+        return lost
+
+    monkeypatch.setattr(store.leases, "claim_lost", claim_then_redis_is_busy)
+    sweeper = Sweeper(store, grace=0.0)
+    with busy:
+        assert sweeper.sweep(now=0.0) == []  # sending it failed: BUSY
+    assert "BUSY" in caplog.text and queue_length(store.settings, "leases-test") == 0
+    monkeypatch.setattr(store.leases, "claim_lost", claim_lost)
+    assert [lost.chunk for lost in sweeper.sweep(now=1.0)] == [0]  # not STALL_AFTER later
+    assert sweeper.sweep(now=2.0) == [] and queue_length(store.settings, "leases-test") == 1
 
 
 def test_chunks_are_never_sent_to_a_queue_that_a_stored_record_names_but_is_no_chunk_queue(store, caplog):
