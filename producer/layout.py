@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from producer.cells import encode
 from producer.protect import is_target_language, protected_spans, unprotected
-from producer.segment import length_cuts, needs_translation, split_sentences, touches
+from producer.segment import needs_translation, split_paragraph, touches
 
 
 class DocumentError(ValueError):
@@ -45,7 +45,7 @@ class Segment:
     text: str
     start: int
     end: int
-    split: bool = False  # cut for length by the segmenter (`producer.segment.length_cuts`)
+    split: bool = False  # cut for length by the segmenter (`producer.segment.Sentences`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +158,9 @@ class LayoutBuilder:
         logical, starts = self._join(pieces)
         indexed = _PairIndex(pairs, pieces)
         protected = protected_spans(logical, self.protect)
-        cuts = length_cuts(logical)
+        sentences, cuts = split_paragraph(logical, protected)
         sentence_end = None  # where the sentence just laid out ended, if it ended in a slot
-        for start, end in split_sentences(logical, protected):
+        for start, end in sentences:
             if is_target_language(logical[start:end]):
                 sentence_end = None
                 continue

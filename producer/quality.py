@@ -9,7 +9,7 @@ Flags never change a translation; they only name what looks wrong (`FLAGS`, in r
 - ``copied``: the source is English (mostly Latin script) and so is the output;
 - ``ratio``: the output/source length ratio is outside `defaults.RATIO_BAND` (words kept
   as they are, such as names and code, left out of both lengths);
-- ``split``: the segmenter cut the sentence for length (`producer.segment.length_cuts`).
+- ``split``: the segmenter cut the sentence for length (`producer.segment.Sentences`).
 
 `FlagLog` counts the flags of every sentence of a run and writes one JSON record per flagged
 sentence to a report file.

@@ -21,6 +21,7 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from producer import defaults, pysbd_process
 
@@ -56,16 +57,35 @@ def needs_translation(text: str) -> bool:
     return any(unicodedata.category(c).startswith("L") for c in _URL.sub("", text))
 
 
-def split_sentences(text: str, protected: Sequence[Span] = ()) -> list[Span]:
-    """Sentence spans of one paragraph (no line breaks), stripped of surrounding whitespace.
+class Sentences(NamedTuple):
+    """How `split_paragraph` split a paragraph."""
+
+    spans: list[Span]  # its sentences, stripped of surrounding whitespace
+    #: where a sentence was cut for length, not at a sentence end: a paragraph longer than
+    #: ``PARAGRAPH_MAX_CHARS`` with no likely sentence end in a stretch of that length is cut
+    #: at its last space (or anywhere); the sentences on either side of such a cut are pieces
+    #: of one sentence
+    length_cuts: list[int]
+
+
+def split_paragraph(text: str, protected: Sequence[Span] = ()) -> Sentences:
+    """The sentences of one paragraph (no line breaks), and where it was cut for length;
+    its pre-cuts are found once for both.
 
     No sentence ends inside one of the ``protected`` spans (sorted, not overlapping): two
     sentences that a protected span straddles are one.
     """
+    cuts = _cuts(text, defaults.PARAGRAPH_MAX_CHARS)
+    bounds = [0, *(cut for cut, _ in cuts), len(text)]
     spans: list[Span] = []
-    for start, end in _precut(text, defaults.PARAGRAPH_MAX_CHARS):
+    for start, end in itertools.pairwise(bounds):
         spans.extend((start + s, start + e) for s, e in _split_chunk(text[start:end]))
-    return _join_across(spans, protected)
+    return Sentences(_join_across(spans, protected), [cut for cut, at_end in cuts if not at_end])
+
+
+def split_sentences(text: str, protected: Sequence[Span] = ()) -> list[Span]:
+    """Sentence spans of one paragraph (`split_paragraph`'s)."""
+    return split_paragraph(text, protected).spans
 
 
 def _join_across(spans: list[Span], protected: Sequence[Span]) -> list[Span]:
@@ -113,16 +133,6 @@ def _word_before(text: str, end: int) -> str:
     return text[start:end]
 
 
-def length_cuts(text: str) -> list[int]:
-    """Where ``split_sentences`` cut a sentence of ``text`` for length, not at a sentence end.
-
-    A paragraph longer than ``PARAGRAPH_MAX_CHARS`` with no likely sentence end in a stretch
-    of that length is cut at its last space (or anywhere); the sentences on either side of
-    such a cut are pieces of one sentence.
-    """
-    return [cut for cut, at_end in _cuts(text, defaults.PARAGRAPH_MAX_CHARS) if not at_end]
-
-
 def touches(text: str, span: Span, cuts: list[int]) -> bool:
     """Whether only whitespace lies between ``span`` and one of ``cuts`` (in increasing order)
     in ``text``. Only the nearest cut on either side can be such a one, so only those two are
@@ -147,12 +157,6 @@ def _cuts(text: str, limit: int) -> list[tuple[int, bool]]:
         start += cut
         cuts.append((start, bool(ends)))
     return cuts
-
-
-def _precut(text: str, limit: int) -> list[Span]:
-    """Cut ``text`` into chunks of at most ``limit`` characters at likely sentence ends."""
-    bounds = [0, *(cut for cut, _ in _cuts(text, limit)), len(text)]
-    return list(itertools.pairwise(bounds))
 
 
 def _split_chunk(chunk: str) -> list[Span]:

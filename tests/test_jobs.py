@@ -222,7 +222,7 @@ def test_render_uses_the_segments_of_submit_time(store, monkeypatch):
     job_id = store_job(store, "First one. Second one.\n")
     store.record(job_id, 0, "First one.", "一。", fingerprint="f", hit=False)
     store.record(job_id, 1, "Second one.", "二。", fingerprint="f", hit=False)
-    monkeypatch.setattr(layout, "split_sentences", lambda text: [(0, len(text))])
+    monkeypatch.setattr(layout, "split_paragraph", lambda text: ([(0, len(text))], []))
     assert rendered_text(store, job_id) == "一。二。\n"
 
 

@@ -15,7 +15,7 @@ import pytest
 from producer import defaults
 from producer.documents import parse_text
 from producer.quality import FLAGS, FlagLog, flags, mostly_latin, number_strings
-from producer.segment import length_cuts, split_sentences
+from producer.segment import split_paragraph, split_sentences
 
 #: (source, human translation) pairs from ../shared/data/en-zh/cmn_hans.txt: nothing flagged.
 HUMAN = [
@@ -129,10 +129,11 @@ def long_paragraph(words: int) -> str:
 def test_the_segmenter_reports_its_cuts_for_length() -> None:
     text = long_paragraph(400)
     assert len(text) > defaults.PARAGRAPH_MAX_CHARS
-    cuts = length_cuts(text)
+    sentences, cuts = split_paragraph(text)
     assert len(cuts) == 1 and text[cuts[0] - 1] == " "
-    assert [text[s:e] for s, e in split_sentences(text)][-1] == "The end follows here."
-    assert length_cuts("A short one. Another.") == []
+    assert sentences == split_sentences(text)
+    assert [text[s:e] for s, e in sentences][-1] == "The end follows here."
+    assert split_paragraph("A short one. Another.").length_cuts == []
 
 
 def test_split_sentences_are_flagged_and_kept_in_the_document() -> None:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from producer import defaults
+from producer import defaults, segment
+from producer.documents import parse_text
 from producer.pysbd_process import PysbdProcess
 from producer.segment import fallback_split, needs_translation, split_sentences
 
@@ -128,6 +129,19 @@ def test_long_paragraph_is_cut_below_the_cap():
     spans = split_sentences(words)
     assert_covers(words, spans)
     assert all(end - start <= defaults.PARAGRAPH_MAX_CHARS for start, end in spans)
+
+
+def test_a_long_paragraph_is_cut_into_windows_once_for_its_sentences_and_its_cuts(monkeypatch):
+    words = "word " * (defaults.PARAGRAPH_MAX_CHARS // 2)  # no sentence end: cut for length
+    text = (words + "It ends here. " * 300 + words).strip()
+    windows = segment._cuts
+    calls = []
+    monkeypatch.setattr(segment, "_cuts", lambda text, limit: calls.append(len(text)) or windows(text, limit))
+    document = parse_text(text + "\n", "txt")
+    assert calls == [len(text)]  # once: sentences and length cuts come from the same windows
+    assert_covers(text, [(s.start, s.end) for s in document.segments])
+    split = [s.text for s in document.segments if s.split]
+    assert len(split) == 6 and all(piece.startswith("word") for piece in split)
 
 
 def test_fallback_splitter():
