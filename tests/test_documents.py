@@ -429,6 +429,16 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # a list in a quote ends with the quote: an indented line after it is code
         ("> - Item.\n\n\tmake install\n", ["Item."], "> - 译。\n\n\tmake install\n"),
         ("> - Item.\nlazy.\n\n    make\n", ["Item.", "lazy."], "> - 译。\n译。\n\n    make\n"),
+        # an HTML block opens in a list item or a quote too, and ends where the item or the
+        # quote ends (it is no paragraph: a line after it is no lazy continuation)
+        (
+            "- Item.\n- <div>\n  text\n\nAfter.\n",
+            ["Item.", "After."],
+            "- 译。\n- <div>\n  text\n\n译。\n",
+        ),
+        ("- <div>\n  text\nAfter.\n", ["After."], "- <div>\n  text\n译。\n"),
+        ("> <div> x\n> more\n>\n> Quote.\n", ["Quote."], "> <div> x\n> more\n>\n> 译。\n"),
+        ("> <!-- a\nb -->\n", ["b -->"], "> <!-- a\n译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

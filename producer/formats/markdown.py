@@ -54,6 +54,7 @@ _HTML_BLOCK_TAGS = (
 _HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)", re.IGNORECASE)
 _HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>[ \t]*$")  # \s+ was quadratic
 _BLANK_LINE = re.compile(r"[ \t]*$")
+_QUOTE_MARKER = re.compile(r"[ ]{0,3}>[ ]?")
 _HTML_UNTIL_MARKER = (
     (
         re.compile(r"[ ]{0,3}<(?:script|pre|style|textarea)(?:[\s>]|$)", re.I),
@@ -210,7 +211,14 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         else:
             code_column = indent
         fence = _fence(content[container.end() :].lstrip())
-        html_end = _html_block_end(content, after_blank=previous_blank)
+        # an HTML block may open in a list item or a quote too, where any tag alone on its
+        # line opens one at the start of the item or of a quote deeper than the paragraph
+        opens_container = bool(container.group("marker")) or (in_paragraph and depth > paragraph_depth)
+        html_end = (
+            _html_block_end(content[container.end() :], fresh=previous_blank or opens_container)
+            if code_column < code_indent
+            else None
+        )
         here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
         header = paragraph_line = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
@@ -228,7 +236,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             i = _skip_fence(text, lines, i, fence.group(1), item, depth)
             yield None
         elif html_end is not None:
-            i = _skip_html(text, lines, i, html_end)
+            if container.group("marker"):  # a list item opened by the HTML block
+                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
+            item = (list_indent, list_depth) if list_indent is not None and not outdented else (0, 0)
+            i = _skip_html(text, lines, i, html_end, container.end(), depth, item)
             yield None
         elif _RULE.match(content) or (
             _UNDERLINE.match(content) if in_paragraph else _REFERENCE.match(content)
@@ -367,23 +378,59 @@ def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str, item: int 
     return len(lines) - 1
 
 
-def _html_block_end(content: str, after_blank: bool) -> re.Pattern[str] | None:
-    """For a line opening an HTML block, the pattern of the block's last line; else None.
-    Comments, `<script>` and the like and block-level tags open one after any line (they
-    interrupt a paragraph); any other tag alone on its line only `after_blank`."""
+def _html_block_end(rest: str, fresh: bool) -> re.Pattern[str] | None:
+    """For a line whose text after its container markup (``rest``) opens an HTML block, the
+    pattern of the block's last line; else None. Comments, `<script>` and the like and
+    block-level tags open one after any line (they interrupt a paragraph); any other tag
+    alone on its line only where it interrupts none, ``fresh`` (after a blank line, or at
+    the start of a list item or of a quote)."""
     for start, end in _HTML_UNTIL_MARKER:
-        if start.match(content):
+        if start.match(rest):
             return end
-    opens = _HTML_BLOCK_TAG.match(content) or (after_blank and _HTML_TAG_LINE.match(content))
+    opens = _HTML_BLOCK_TAG.match(rest) or (fresh and _HTML_TAG_LINE.match(rest))
     return _BLANK_LINE if opens else None
 
 
-def _skip_html(text: str, lines: Sequence[Line], i: int, end: re.Pattern[str]) -> int:
-    """Index of the last line of the HTML block opened at line ``i``."""
+def _skip_html(
+    text: str,
+    lines: Sequence[Line],
+    i: int,
+    end: re.Pattern[str],
+    start: int,
+    depth: int,
+    item: tuple[int, int],
+) -> int:
+    """Index of the last line of the HTML block opened at ``start`` (an index) of line ``i``,
+    inside ``depth`` quotes and the list item ``item`` (`_in_item`): a line quoted less, or
+    with text left of the item's, ends the quote or the item, and so the block, as
+    CommonMark's containers do; a blank line in the quote ends a block that ends at one."""
     for j in range(i, len(lines)):
-        if end is _BLANK_LINE:
-            if j + 1 == len(lines) or _BLANK_LINE.match(lines[j + 1].content(text)):
-                return j
-        elif end.search(lines[j].content(text), 4 if j == i else 0):
+        content = lines[j].content(text)
+        if j > i:
+            rest = _unquote(content, depth)
+            if _CONTAINER.match(content).group("quote").count(">") < depth or not _in_item(content, *item):
+                return j - 1
+            if end is _BLANK_LINE and not rest.strip():
+                return j - 1
+        if end is not _BLANK_LINE and end.search(content, start + 4 if j == i else 0):
             return j
     return len(lines) - 1
+
+
+def _in_item(content: str, column: int, depth: int) -> bool:
+    """Whether ``content`` is blank or goes on the list item whose text starts at ``column``
+    (0 outside a list) inside ``depth`` quotes: its text, after that many quote markers,
+    starts at that column or right of it."""
+    rest = _unquote(content, depth)
+    return not rest.strip() or _width(content[: len(content) - len(rest.lstrip(" \t"))]) >= column
+
+
+def _unquote(content: str, depth: int) -> str:
+    """``content`` after its first ``depth`` quote markers (and the optional space after each)."""
+    position = 0
+    for _ in range(depth):
+        marker = _QUOTE_MARKER.match(content, position)
+        if not marker:
+            break
+        position = marker.end()
+    return content[position:]
