@@ -439,6 +439,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("- <div>\n  text\nAfter.\n", ["After."], "- <div>\n  text\n译。\n"),
         ("> <div> x\n> more\n>\n> Quote.\n", ["Quote."], "> <div> x\n> more\n>\n> 译。\n"),
         ("> <!-- a\nb -->\n", ["b -->"], "> <!-- a\n译。\n"),
+        # a line's indentation is its leading spaces and tabs: a tab after its first word
+        # does not make it code
+        ("Intro.\n\n  An\tword.\n", ["Intro.", "An\tword."], "译。\n\n  译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -198,7 +198,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
-        indent = _width(content) - _width(content.lstrip())
+        indent = _width(content[: len(content) - len(content.lstrip())])  # a tab later is no part of it
         container = _CONTAINER.match(content)
         depth, column = _text_column(content, container)
         if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
