@@ -442,6 +442,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # a line's indentation is its leading spaces and tabs: a tab after its first word
         # does not make it code
         ("Intro.\n\n  An\tword.\n", ["Intro.", "An\tword."], "译。\n\n  译。\n"),
+        # a list marker followed by five columns of spaces or more opens the item with
+        # indented code, one column past the marker
+        (
+            "- Item.\n-     make\n      install\n    Text.\n",
+            ["Item.", "Text."],
+            "- 译。\n-     make\n      install\n    译。\n",
+        ),
+        ("Intro.\n  - \tmake\n", ["Intro."], "译。\n  - \tmake\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -31,7 +31,7 @@ from producer.layout import LayoutBuilder
 
 _CONTAINER = re.compile(
     r"(?P<quote>(?:[ ]{0,3}>[ ]?)*)[ \t]*"
-    r"(?P<marker>(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
+    r"(?P<marker>(?P<bullet>[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
 )
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
@@ -211,6 +211,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         else:
             code_column = indent
         fence = _fence(content[container.end() :].lstrip())
+        item_column, item_code = _item(content, container) if container.group("marker") else (0, False)
         # an HTML block may open in a list item or a quote too, where any tag alone on its
         # line opens one at the start of the item or of a quote deeper than the paragraph
         opens_container = bool(container.group("marker")) or (in_paragraph and depth > paragraph_depth)
@@ -229,15 +230,21 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             # code cannot interrupt a paragraph (but a deeper quote can) or a table
             i = _skip_indented_code(text, lines, i, code_indent, depth)
             yield None
+        elif item_code and code_column < code_indent:  # a list item opened by indented code
+            if not after_header:
+                yield here
+            list_indent, list_depth, outdented = item_column, depth, False
+            i = _skip_indented_code(text, lines, i, item_column + 4, depth)
+            yield None
         elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
             if container.group("marker"):  # a list item opened by the fence
-                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
+                list_indent, list_depth, outdented = item_column, depth, False
             item = list_indent if list_indent is not None and not outdented else 0
             i = _skip_fence(text, lines, i, fence.group(1), item, depth)
             yield None
         elif html_end is not None:
             if container.group("marker"):  # a list item opened by the HTML block
-                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
+                list_indent, list_depth, outdented = item_column, depth, False
             item = (list_indent, list_depth) if list_indent is not None and not outdented else (0, 0)
             i = _skip_html(text, lines, i, html_end, container.end(), depth, item)
             yield None
@@ -262,7 +269,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             continued = in_paragraph and line.kind == "text"
             paragraph_depth = max(paragraph_depth, depth) if continued else depth
             if container.group("marker"):
-                list_indent, list_depth, outdented = _width(content[: container.end()]), depth, False
+                list_indent, list_depth, outdented = item_column, depth, False
             elif in_paragraph and line.kind == "text":
                 outdented = False  # a lazy continuation line: the item's paragraph goes on
         if outdented:
@@ -278,6 +285,21 @@ def _fence(rest: str) -> re.Match[str] | None:
     if fence and fence.group(1)[0] == "`" and "`" in rest[fence.end() :]:
         return None
     return fence
+
+
+def _item(content: str, container: re.Match[str]) -> tuple[int, bool]:
+    """The column where the text of the list item opened on ``content`` (a line matched by
+    ``_CONTAINER``, with a marker) starts, and whether the item opens with indented code:
+    after a marker followed by nothing, or by five columns of spaces and tabs or more (the
+    code's indentation), the item's text starts one column past the marker (CommonMark)."""
+    if container.group("bullet") is None:  # a footnote definition
+        return _width(content[: container.end()]), False
+    bullet = container.end("bullet")
+    rest = content[bullet:].lstrip(" \t")
+    marker_column = _width(content[:bullet])
+    if rest and _width(content[: len(content) - len(rest)]) - marker_column < 5:
+        return _width(content[: container.end()]), False
+    return marker_column + 1, bool(rest)
 
 
 def _text_line(line: Line, content: str, container: re.Match[str]) -> _TextLine:
