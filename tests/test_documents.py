@@ -450,6 +450,11 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "- 译。\n-     make\n      install\n    译。\n",
         ),
         ("Intro.\n  - \tmake\n", ["Intro."], "译。\n  - \tmake\n"),
+        # a list item with no text on its line ends at a line left of its text (no lazy
+        # continuation: it opens no paragraph) and at a blank line; indented code may follow
+        ("- \nText.\n\n    make\n", ["Text."], "- \n译。\n\n    make\n"),
+        ("- \n\n  Text.\n\n    make\n", ["Text."], "- \n\n  译。\n\n    make\n"),
+        ("- \n      make\n", [], "- \n      make\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -195,6 +195,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     # open with code. (A window starting in a paragraph starts at a heading, item or table
     # row, which no scan of the whole file read as code: none is deeper than "any".)
     paragraph_depth = len(text)
+    empty_item = False  # the line before opened a list item with no text
     while i < len(lines):
         content = lines[i].content(text)
         blank = not content.strip()
@@ -221,8 +222,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             else None
         )
         here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
-        header = paragraph_line = False
+        header = paragraph_line = opened_empty = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
+        if empty_item and not content[len(container.group("quote")) :].strip():
+            list_indent, list_depth = None, 0  # an item opened by a blank line ends at another
         if blank:
             in_table = False
             yield Cut(lines[i].stop, True, False, list_indent, list_depth=list_depth)
@@ -265,7 +268,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if not after_header and line.kind != "text":
                 yield here
             yield line
-            paragraph_line = line.kind != "heading"
+            # a list item with no text on its line opens no paragraph: what follows it is no
+            # lazy continuation, and may be code
+            opened_empty = line.kind == "item" and line.end <= line.start
+            paragraph_line = line.kind != "heading" and not opened_empty
             continued = in_paragraph and line.kind == "text"
             paragraph_depth = max(paragraph_depth, depth) if continued else depth
             if container.group("marker"):
@@ -274,7 +280,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
                 outdented = False  # a lazy continuation line: the item's paragraph goes on
         if outdented:
             list_indent, list_depth = None, 0  # any other line left of the item's text ends the list
-        previous_blank, after_header, in_paragraph = blank, header, paragraph_line
+        previous_blank, after_header, in_paragraph, empty_item = blank, header, paragraph_line, opened_empty
         i += 1
 
 
