@@ -60,7 +60,9 @@ BUILT_IN = {
     + _URL_END
     + r")?",
     "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
-    "code": r"``[^`]*(?:`[^`]+)*``|`[^`]+`",
+    # a whole run of one or two backticks, not escaped by a backslash, up to a whole run
+    # of the same length (as in Markdown: `x`` and \``x`` are no code)
+    "code": r"(?<![\\`])(?:``(?!`)[^`]*(?:`[^`]+)*``|`[^`]+`)(?!`)",
     "cjk": rf"[{_CJK}](?:[{_CJK}\u3000-\u303f\uff00-\uffef\s]*[{_CJK}\u3000-\u303f\uff01-\uffef])?",
     # line and page breaks other than \n, which ends a line (a lone \r, \v, \f, the
     # information separators, NEL, U+2028, U+2029): the model would drop them

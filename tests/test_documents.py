@@ -399,6 +399,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "译。 `make install` 译。\n",
         ),
         ("Tick \\```a ` b`` here.\n", ["Tick \\`", "here."], "译。``a ` b`` 译。\n"),
+        # nor does a backtick after a backslash (escaped), nor a run longer than its pair
+        ("A \\``x`` b.\n", ["A \\``x`` b."], "译。\n"),
+        ("A `x`` b.\n", ["A `x`` b."], "译。\n"),
         # a bare URL ends where a code span starts
         ("Get http://x.org/a`curl -O b` now.\n", ["Get", "now."], "译。 http://x.org/a`curl -O b` 译。\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph
