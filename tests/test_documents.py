@@ -373,6 +373,15 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "[1]: http://x.org 'A title'\n[译。]\n",
         ),
         ("Intro one.\n[Note]: below\n", ["Intro one.", "Note: below"], "译。\n[译。]\n"),
+        # a definition's title may go on to the next lines, or start on the next one; one
+        # left open to a blank line (or a line that may start another block) is no title
+        (
+            '[1]: http://x.org "A title\nthat goes on"\nText.\n',
+            ["Text."],
+            '[1]: http://x.org "A title\nthat goes on"\n译。\n',
+        ),
+        ("[1]: http://x.org\n  'A title'\n", [], "[1]: http://x.org\n  'A title'\n"),
+        ('[1]: /x "Open\n\nText.\n', ['1: /x "Open', "Text."], "[译。]\n\n译。\n"),
         # indented code may follow any block but a paragraph without a blank line
         (
             "# Install\n    pip install foo\nThen run.\n",
@@ -528,6 +537,17 @@ def test_a_line_of_unclosed_comments_is_read_in_linear_time():
     doc = parse_text(content, "md")
     assert time.perf_counter() - started < 2  # quadratic before: about 7 s
     assert [s.text for s in doc.segments][:2] == ["Text", "more <!"]
+    assert identity(doc) == content
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['[1]: /x "Open\n' * 10_000, '[1]: /x "Open\n' + "on\n" * 40_000, '[1]: /x "Open\n# Title\n' * 4_000],
+)
+def test_definitions_with_open_titles_are_read_in_linear_time(content):
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 5
     assert identity(doc) == content
 
 

@@ -186,6 +186,9 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["+++", "", "a = 1", "+++"],
         ["Setext. Title.", "---"],
         ["Hard. Wrapped", "paragraph. Goes", "on here."],
+        ['[ref]: http://x.y "A title.', "Goes on. | Here.", ":-- | --", 'End."', "Text. After."],
+        ["[ref]: http://x.y", "  'A title. On the next line.'", "Text. After."],
+        ['[ref]: http://x.y "Open. Title.', "", "Text. After."],
     ]
 )
 

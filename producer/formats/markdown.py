@@ -38,11 +38,18 @@ _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t]*$")  # of a setext heading: after a paragraph line
 #: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
-#: optional title (which may go on to the next lines), and nothing else on the line.
+#: optional title (which may go on to the next lines, or start on the next one: see
+#: `_reference_end`), and nothing else on the line.
 _REFERENCE = re.compile(
     r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:<[^<>\n]*>|[^\s<]\S*)"
-    r"(?:[ \t]+(?:\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
+    r"(?:[ \t]+(?P<title>\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
 )
+_TITLE_START = re.compile(r"[ \t]*[\"'(]")
+_TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
+#: A line that may start a block other than a paragraph or be a table's delimiter row, and
+#: so cannot go on a title (read broadly: a title that meets one is no title, and its lines
+#: are a paragraph's).
+_INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~<]|\d{1,9}[.)])")
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _HTML_BLOCK_TAGS = (
     "address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|fieldset|"
@@ -221,6 +228,9 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if code_column < code_indent
             else None
         )
+        # a definition cannot interrupt a paragraph, nor a table (a line with a pipe is its row)
+        in_row = in_table and "|" in content
+        definition = None if in_paragraph or in_row else _REFERENCE.match(content)
         here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
         header = paragraph_line = opened_empty = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
@@ -251,14 +261,15 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             item = (list_indent, list_depth) if list_indent is not None and not outdented else (0, 0)
             i = _skip_html(text, lines, i, html_end, container.end(), depth, item)
             yield None
-        elif _RULE.match(content) or (
-            _UNDERLINE.match(content) if in_paragraph else _REFERENCE.match(content)
-        ):
+        elif _RULE.match(content) or (in_paragraph and _UNDERLINE.match(content)):
+            yield None
+        elif definition and (definition_end := _reference_end(text, lines, i, definition)) is not None:
+            i = definition_end
             yield None
         elif not content[container.end() :].strip() and not container.group("marker"):
             yield None  # quote markers alone (">"): a blank line inside the quote
-        elif (in_table and "|" in content) or _is_table_header(text, lines, i):
-            header = not (in_table and "|" in content)
+        elif in_row or _is_table_header(text, lines, i):
+            header = not in_row
             in_table = True
             if not after_header:
                 yield here
@@ -306,6 +317,43 @@ def _item(content: str, container: re.Match[str]) -> tuple[int, bool]:
     if rest and _width(content[: len(content) - len(rest)]) - marker_column < 5:
         return _width(content[: container.end()]), False
     return marker_column + 1, bool(rest)
+
+
+def _reference_end(text: str, lines: Sequence[Line], i: int, definition: re.Match[str]) -> int | None:
+    """Index of the last line of the link reference definition matched on line ``i``, or
+    None if it is none: a title left open on its line must close on a line after it (and be
+    all that is left there), else the line is text; a line after a definition without a
+    title that is one (in full) is the definition's."""
+    title = definition.group("title")
+    if title is None:
+        if i + 1 < len(lines):
+            opening = _TITLE_START.match(lines[i + 1].content(text))
+            if opening and "|" not in lines[i + 1].content(text):
+                end = _title_end(text, lines, i + 1, opening.end(), _TITLE_CLOSER[opening.group()[-1]])
+                return i if end is None else end
+        return i
+    if len(title) > 1 and title[-1] == _TITLE_CLOSER[title[0]]:
+        return i
+    return _title_end(text, lines, i, len(lines[i].content(text)), _TITLE_CLOSER[title[0]])
+
+
+def _title_end(text: str, lines: Sequence[Line], j: int, start: int, closer: str) -> int | None:
+    """Index of the line closing a link title with ``closer``, looked for from ``start`` of
+    line ``j`` on, with nothing but spaces after it; None if a blank line, a line after line
+    ``j`` that may start another block or holds a table's pipe, another opening parenthesis,
+    text after the closer or the end of the text comes first. (Read so, a window ending in a
+    title finds no place to cut in the paragraph it reads there instead.)"""
+    for k in range(j, len(lines)):
+        content = lines[k].content(text)
+        position = start if k == j else 0
+        if not content.strip() or (k > j and (_INTERRUPTS.match(content) or "|" in content)):
+            return None
+        end = content.find(closer, position)
+        if closer == ")" and "(" in content[position : None if end < 0 else end]:
+            return None
+        if end >= 0:
+            return k if not content[end + 1 :].strip() else None
+    return None
 
 
 def _text_line(line: Line, content: str, container: re.Match[str]) -> _TextLine:
