@@ -429,7 +429,7 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         (">\tA tab is three columns.\n", ["A tab is three columns."], ">\t译。\n"),
         # a quote interrupts a paragraph, and may open with code
         ("Intro.\n>     make\n> Quote.\n", ["Intro.", "Quote."], "译。\n>     make\n> 译。\n"),
-        ("> Intro.\nlazy\n>     more\n", ["Intro.", "lazy", "more"], "> 译。\n译。\n>     译。\n"),
+        ("> Intro.\nlazy\n>     more\n", ["Intro.", "lazy more"], "> 译。译。\n"),
         # a fence in a list item or a quote closes where the item or the quote ends
         (
             "- Item.\n  ```\n  code\nAfter the list.\n",
@@ -440,7 +440,10 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("> ```\n> code\n\nAfter.\n", ["After."], "> ```\n> code\n\n译。\n"),
         # a list in a quote ends with the quote: an indented line after it is code
         ("> - Item.\n\n\tmake install\n", ["Item."], "> - 译。\n\n\tmake install\n"),
-        ("> - Item.\nlazy.\n\n    make\n", ["Item.", "lazy."], "> - 译。\n译。\n\n    make\n"),
+        ("> - Item.\nlazy.\n\n    make\n", ["Item.", "lazy."], "> - 译。译。\n\n    make\n"),
+        # a line quoted less than a paragraph's (indented or not) goes on it lazily
+        ("> Quote one\n    lazy line.\n", ["Quote one lazy line."], "> 译。\n"),
+        ("> > Quote one\n> lazy\n> > line.\n", ["Quote one lazy line."], "> > 译。\n"),
         # an HTML block opens in a list item or a quote too, and ends where the item or the
         # quote ends (it is no paragraph: a line after it is no lazy continuation)
         (

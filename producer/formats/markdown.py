@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from producer import defaults
 from producer.formats.lines import Line, split_lines
@@ -79,7 +79,9 @@ class _TextLine:
     """A line with translatable content at ``start..end`` (after its container markup).
 
     ``kind`` is "text" (a paragraph line), "item" (a list item's first line), "heading" or
-    "table" (a table row, whose cells are separate units).
+    "table" (a table row, whose cells are separate units). ``quote_depth`` is that of the
+    line's quote markers, or for a line going on a paragraph, the paragraph's (deeper for a
+    lazy continuation line, quoted less than the paragraph).
     """
 
     start: int
@@ -276,6 +278,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
         else:
             line = _text_line(lines[i], content, container)
+            continued = in_paragraph and line.kind == "text"
+            paragraph_depth = max(paragraph_depth, depth) if continued else depth
+            if continued:  # a line quoted less goes on the paragraph lazily, in its quote
+                line = replace(line, quote_depth=paragraph_depth)
             if not after_header and line.kind != "text":
                 yield here
             yield line
@@ -283,8 +289,6 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             # lazy continuation, and may be code
             opened_empty = line.kind == "item" and line.end <= line.start
             paragraph_line = line.kind != "heading" and not opened_empty
-            continued = in_paragraph and line.kind == "text"
-            paragraph_depth = max(paragraph_depth, depth) if continued else depth
             if container.group("marker"):
                 list_indent, list_depth, outdented = item_column, depth, False
             elif in_paragraph and line.kind == "text":
