@@ -470,6 +470,8 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("- \nText.\n\n    make\n", ["Text."], "- \n译。\n\n    make\n"),
         ("- \n\n  Text.\n\n    make\n", ["Text."], "- \n\n  译。\n\n    make\n"),
         ("- \n      make\n", [], "- \n      make\n"),
+        # a line left of an item's text is no setext underline of the item's paragraph
+        ("  - Item one.\n  -\n\tItem two.\n", ["Item one.", "Item two."], "  - 译。\n  -\n\t译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -263,7 +263,9 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             item = (list_indent, list_depth) if list_indent is not None and not outdented else (0, 0)
             i = _skip_html(text, lines, i, html_end, container.end(), depth, item)
             yield None
-        elif _RULE.match(content) or (in_paragraph and _UNDERLINE.match(content)):
+        elif _RULE.match(content) or (in_paragraph and not outdented and _UNDERLINE.match(content)):
+            # (a line left of a list item's text underlines no paragraph in it: it is no
+            # lazy continuation; "  -" there opens the next item)
             yield None
         elif definition and (definition_end := _reference_end(text, lines, i, definition)) is not None:
             i = definition_end
