@@ -438,6 +438,7 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ),
         ("- ```\n  code\n\nAfter.\n", ["After."], "- ```\n  code\n\n译。\n"),
         ("> ```\n> code\n\nAfter.\n", ["After."], "> ```\n> code\n\n译。\n"),
+        ("- ```\n  code\n> Quote.\n", ["Quote."], "- ```\n  code\n> 译。\n"),
         # a list in a quote ends with the quote: an indented line after it is code
         ("> - Item.\n\n\tmake install\n", ["Item."], "> - 译。\n\n\tmake install\n"),
         ("> - Item.\nlazy.\n\n    make\n", ["Item.", "lazy."], "> - 译。译。\n\n    make\n"),

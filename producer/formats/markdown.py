@@ -254,8 +254,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
             if container.group("marker"):  # a list item opened by the fence
                 list_indent, list_depth, outdented = item_column, depth, False
-            item = list_indent if list_indent is not None and not outdented else 0
-            i = _skip_fence(text, lines, i, fence.group(1), item, depth)
+            item = (list_indent, list_depth) if list_indent is not None and not outdented else (0, 0)
+            i = _skip_fence(text, lines, i, fence.group(1), depth, item)
             yield None
         elif html_end is not None:
             if container.group("marker"):  # a list item opened by the HTML block
@@ -443,19 +443,20 @@ def _text_column(content: str, container: re.Match[str]) -> tuple[int, int]:
     return quote.count(">"), _width(content[: len(content) - len(rest.lstrip(" \t"))])
 
 
-def _skip_fence(text: str, lines: Sequence[Line], i: int, fence: str, item: int = 0, depth: int = 0) -> int:
+def _skip_fence(
+    text: str, lines: Sequence[Line], i: int, fence: str, depth: int, item: tuple[int, int]
+) -> int:
     """Index of the line closing the fence opened at line ``i`` (or the last line), inside
-    ``depth`` quotes and a list item whose text starts at column ``item`` (0 outside a list):
-    a line quoted less, or with text left of that column, ends the quote or the item, and so
-    the fence, as CommonMark's containers do."""
+    ``depth`` quotes and the list item ``item`` (`_in_item`): a line quoted less, or with
+    text left of the item's, ends the quote or the item, and so the fence, as CommonMark's
+    containers do."""
     closing = re.compile(re.escape(fence[0]) + f"{{{len(fence)},}}[ \\t]*$")
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
         container = _CONTAINER.match(content)
-        depth_j, column = _text_column(content, container)
-        if depth_j < depth or (item and content[len(container.group("quote")) :].strip() and column < item):
+        if container.group("quote").count(">") < depth or not _in_item(content, *item):
             return j - 1
-        if closing.match(content[_CONTAINER.match(content).end() :].lstrip()):
+        if closing.match(content[container.end() :].lstrip()):
             return j
     return len(lines) - 1
 
