@@ -213,6 +213,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         depth, column = _text_column(content, container)
         if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
             list_indent, list_depth = None, 0
+        if list_indent is not None and depth > list_depth and not _in_item(content, list_indent, list_depth):
+            list_indent, list_depth = None, 0  # a quote opened left of the item's text: no lazy line
         code_indent = (list_indent or 0) + 4
         if depth:  # code in a quote is indented 4 columns past its marker's optional space
             quote = container.group("quote")
