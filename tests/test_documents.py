@@ -445,6 +445,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # a quote opened left of a list item's text ends the list (it is no lazy line)
         ("1.  Item.\n>     make\n", ["Item."], "1.  译。\n>     make\n"),
         ("1.  Item.\n> Quote.\n\n    make\n", ["Item.", "Quote."], "1.  译。\n> 译。\n\n    make\n"),
+        # a lazy line quoted less than the list is indented from its own quote's text: four
+        # columns opens no fence there, and the line goes on the item's paragraph
+        ("> - Item one\n    ``` lazy\n", ["Item one ``` lazy"], "> - 译。\n"),
         # a line quoted less than a paragraph's (indented or not) goes on it lazily
         ("> Quote one\n    lazy line.\n", ["Quote one lazy line."], "> 译。\n"),
         ("> > Quote one\n> lazy\n> > line.\n", ["Quote one lazy line."], "> > 译。\n"),

@@ -215,10 +215,12 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             list_indent, list_depth = None, 0
         if list_indent is not None and depth > list_depth and not _in_item(content, list_indent, list_depth):
             list_indent, list_depth = None, 0  # a quote opened left of the item's text: no lazy line
-        code_indent = (list_indent or 0) + 4
+        # a line quoted less than the list (a lazy one) is indented from its own quote's text
+        item_indent = list_indent if list_indent is not None and depth >= list_depth else 0
+        code_indent = item_indent + 4
         if depth:  # code in a quote is indented 4 columns past its marker's optional space
             quote = container.group("quote")
-            code_indent = max(list_indent or 0, len(quote) + (not quote.endswith(" "))) + 4
+            code_indent = max(item_indent, len(quote) + (not quote.endswith(" "))) + 4
             code_column = column if content[len(quote) :].strip() else 0
         else:
             code_column = indent
