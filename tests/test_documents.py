@@ -448,6 +448,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # a lazy line quoted less than the list is indented from its own quote's text: four
         # columns opens no fence there, and the line goes on the item's paragraph
         ("> - Item one\n    ``` lazy\n", ["Item one ``` lazy"], "> - 译。\n"),
+        # a thematic break in a quote or a list item is one too (no paragraph)
+        ("> ***\n    make\n", [], "> ***\n    make\n"),
+        ("1.  * * *\n\n        make\n", [], "1.  * * *\n\n        make\n"),
         # a line quoted less than a paragraph's (indented or not) goes on it lazily
         ("> Quote one\n    lazy line.\n", ["Quote one lazy line."], "> 译。\n"),
         ("> > Quote one\n> lazy\n> > line.\n", ["Quote one lazy line."], "> > 译。\n"),

@@ -271,6 +271,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             # (a line left of a list item's text underlines no paragraph in it: it is no
             # lazy continuation; "  -" there opens the next item)
             yield None
+        elif code_column < code_indent and _RULE.match(content, container.end()):  # in a quote or item
+            if container.group("marker"):  # a list item opened by the break
+                list_indent, list_depth, outdented = item_column, depth, False
+            yield None
         elif definition and (definition_end := _reference_end(text, lines, i, definition)) is not None:
             i = definition_end
             yield None
