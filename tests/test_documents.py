@@ -451,6 +451,10 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # a thematic break in a quote or a list item is one too (no paragraph)
         ("> ***\n    make\n", [], "> ***\n    make\n"),
         ("1.  * * *\n\n        make\n", [], "1.  * * *\n\n        make\n"),
+        # a list item whose text opens a quote or another item on its first line
+        ("- > ```\n  > code\n\nAfter.\n", ["After."], "- > ```\n  > code\n\n译。\n"),
+        ("1. - <div>\n     html\n", [], "1. - <div>\n     html\n"),
+        ("Intro.\n- >     make\n", ["Intro."], "译。\n- >     make\n"),
         # a line quoted less than a paragraph's (indented or not) goes on it lazily
         ("> Quote one\n    lazy line.\n", ["Quote one lazy line."], "> 译。\n"),
         ("> > Quote one\n> lazy\n> > line.\n", ["Quote one lazy line."], "> > 译。\n"),

@@ -194,6 +194,14 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["-     code. In item.", "      more. Code.", "    Text. In item.", "", "    More. Text."],
         ["- ", "", "  Text. After an empty item.", "", "    Code. After it.", "- ", "      Code. In it."],
         ["> Quote. Text.", "    lazy. Text.", "> > Deeper. Quote.", "> lazy. Again."],
+        [
+            "- > ```",
+            "  > code. In a quote in an item.",
+            "",
+            "1. - <div>",
+            "     HTML. Here.",
+            "- >     code.",
+        ],
     ]
 )
 

@@ -206,29 +206,49 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     paragraph_depth = len(text)
     empty_item = False  # the line before opened a list item with no text
     while i < len(lines):
+        here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
         content = lines[i].content(text)
         blank = not content.strip()
-        indent = _width(content[: len(content) - len(content.lstrip())])  # a tab later is no part of it
-        container = _CONTAINER.match(content)
-        depth, column = _text_column(content, container)
-        if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
-            list_indent, list_depth = None, 0
-        if list_indent is not None and depth > list_depth and not _in_item(content, list_indent, list_depth):
-            list_indent, list_depth = None, 0  # a quote opened left of the item's text: no lazy line
-        # a line quoted less than the list (a lazy one) is indented from its own quote's text
-        item_indent = list_indent if list_indent is not None and depth >= list_depth else 0
-        code_indent = item_indent + 4
-        if depth:  # code in a quote is indented 4 columns past its marker's optional space
-            quote = container.group("quote")
-            code_indent = max(item_indent, len(quote) + (not quote.endswith(" "))) + 4
-            code_column = column if content[len(quote) :].strip() else 0
-        else:
-            code_column = indent
+        nested = False  # the line opens a list item whose text opens a quote or another item
+        while True:
+            indent = _width(content[: len(content) - len(content.lstrip())])  # a tab later is no part of it
+            container = _CONTAINER.match(content)
+            depth, column = _text_column(content, container)
+            if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
+                list_indent, list_depth = None, 0
+            if (
+                list_indent is not None
+                and depth > list_depth
+                and not _in_item(content, list_indent, list_depth)
+            ):
+                list_indent, list_depth = None, 0  # a quote opened left of the item's text: no lazy line
+            # a line quoted less than the list (a lazy one) is indented from its own quote's text
+            item_indent = list_indent if list_indent is not None and depth >= list_depth else 0
+            code_indent = item_indent + 4
+            if depth:  # code in a quote is indented 4 columns past its marker's optional space
+                quote = container.group("quote")
+                code_indent = max(item_indent, len(quote) + (not quote.endswith(" "))) + 4
+                code_column = column if content[len(quote) :].strip() else 0
+            else:
+                code_column = indent
+            item_column, item_code = _item(content, container) if container.group("marker") else (0, False)
+            if nested or not _opens_nested(content, container, item_code or code_column >= code_indent):
+                break
+            # read once more with the marker as spaces, in the item it opens (no paragraph is
+            # open in it): its quote or item is then read as on the item's next lines
+            list_indent, list_depth, in_paragraph, nested = item_column, depth, False, True
+            bullet = container.end("bullet")
+            content = (
+                content[: container.start("bullet")]
+                + " " * (bullet - container.start("bullet"))
+                + content[bullet:]
+            )
         fence = _fence(content[container.end() :].lstrip())
-        item_column, item_code = _item(content, container) if container.group("marker") else (0, False)
         # an HTML block may open in a list item or a quote too, where any tag alone on its
         # line opens one at the start of the item or of a quote deeper than the paragraph
-        opens_container = bool(container.group("marker")) or (in_paragraph and depth > paragraph_depth)
+        opens_container = (
+            nested or bool(container.group("marker")) or (in_paragraph and depth > paragraph_depth)
+        )
         html_end = (
             _html_block_end(content[container.end() :], fresh=previous_blank or opens_container)
             if code_column < code_indent
@@ -237,7 +257,6 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         # a definition cannot interrupt a paragraph, nor a table (a line with a pipe is its row)
         in_row = in_table and "|" in content
         definition = None if in_paragraph or in_row else _REFERENCE.match(content)
-        here = Cut(lines[i].start, previous_blank, in_table, list_indent, in_paragraph, list_depth)
         header = paragraph_line = opened_empty = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
         if empty_item and not content[len(container.group("quote")) :].strip():
@@ -288,6 +307,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield _TextLine(lines[i].start + container.end(), lines[i].end, 0, "table")
         else:
             line = _text_line(lines[i], content, container)
+            if nested and line.kind == "text":  # the first line of the item, in its quote
+                line = replace(line, kind="item")
             continued = in_paragraph and line.kind == "text"
             paragraph_depth = max(paragraph_depth, depth) if continued else depth
             if continued:  # a line quoted less goes on the paragraph lazily, in its quote
@@ -316,6 +337,19 @@ def _fence(rest: str) -> re.Match[str] | None:
     if fence and fence.group(1)[0] == "`" and "`" in rest[fence.end() :]:
         return None
     return fence
+
+
+def _opens_nested(content: str, container: re.Match[str], code: bool) -> bool:
+    """Whether ``content`` (a line matched by ``_CONTAINER``) opens a list item whose text
+    opens a quote or another list item (``- > text``, ``1. - text``), unless the line is
+    code (``code``) or a thematic break, or its item's text is one (``- - -``, ``- * * *``)."""
+    marker = container.group("marker")
+    if not marker or container.group("bullet") is None or "[" in marker or code:
+        return False
+    if _RULE.match(content) or _RULE.match(content, container.end()):
+        return False
+    inner = _CONTAINER.match(content, container.end())
+    return bool(inner.group("quote") or inner.group("bullet"))
 
 
 def _item(content: str, container: re.Match[str]) -> tuple[int, bool]:
