@@ -455,6 +455,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("- > ```\n  > code\n\nAfter.\n", ["After."], "- > ```\n  > code\n\n译。\n"),
         ("1. - <div>\n     html\n", [], "1. - <div>\n     html\n"),
         ("Intro.\n- >     make\n", ["Intro."], "译。\n- >     make\n"),
+        # a quote in a list item may be indented up to its text's column and 3 past it
+        ("  - > ```\n    > code\n\nAfter.\n", ["After."], "  - > ```\n    > code\n\n译。\n"),
+        ("1.  Item.\n\n    >     make\n", ["Item."], "1.  译。\n\n    >     make\n"),
         # a line quoted less than a paragraph's (indented or not) goes on it lazily
         ("> Quote one\n    lazy line.\n", ["Quote one lazy line."], "> 译。\n"),
         ("> > Quote one\n> lazy\n> > line.\n", ["Quote one lazy line."], "> > 译。\n"),

@@ -202,6 +202,14 @@ MARKDOWN_BLOCKS = st.sampled_from(
             "     HTML. Here.",
             "- >     code.",
         ],
+        [
+            "  - > ```",
+            "    > code. In an item's quote.",
+            "",
+            "1.  Item. Text.",
+            "",
+            "    >     code. Quoted.",
+        ],
     ]
 )
 

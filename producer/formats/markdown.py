@@ -29,10 +29,11 @@ from producer.formats.lines import Line, split_lines
 from producer.formats.markdown_inline import markup, pair_markup
 from producer.layout import LayoutBuilder
 
-_CONTAINER = re.compile(
-    r"(?P<quote>(?:[ ]{0,3}>[ ]?)*)[ \t]*"
-    r"(?P<marker>(?P<bullet>[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
-)
+_MARKER = r"(?P<marker>(?P<bullet>[-*+]|\d{1,9}[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?|\[\^[^\]]+\]:[ \t]*)?"
+_CONTAINER = re.compile(r"(?P<quote>(?:[ ]{0,3}>[ ]?)*)[ \t]*" + _MARKER)
+#: The same, for a line in a list item whose first quote marker is indented past the item's
+#: text (`_container` tells when): that far, and no more than 3 columns past it.
+_ITEM_CONTAINER = re.compile(r"(?P<quote>[ \t]*>[ ]?(?:[ ]{0,3}>[ ]?)*)[ \t]*" + _MARKER)
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
@@ -212,7 +213,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         nested = False  # the line opens a list item whose text opens a quote or another item
         while True:
             indent = _width(content[: len(content) - len(content.lstrip())])  # a tab later is no part of it
-            container = _CONTAINER.match(content)
+            container = _container(content, None if list_depth else list_indent)
             depth, column = _text_column(content, container)
             if depth < list_depth and not blank and not in_paragraph:  # the list's quote ended
                 list_indent, list_depth = None, 0
@@ -266,13 +267,13 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield Cut(lines[i].stop, True, False, list_indent, list_depth=list_depth)
         elif code_column >= code_indent and not in_table and (not in_paragraph or depth > paragraph_depth):
             # code cannot interrupt a paragraph (but a deeper quote can) or a table
-            i = _skip_indented_code(text, lines, i, code_indent, depth)
+            i = _skip_indented_code(text, lines, i, code_indent, depth, None if list_depth else list_indent)
             yield None
         elif item_code and code_column < code_indent:  # a list item opened by indented code
             if not after_header:
                 yield here
             list_indent, list_depth, outdented = item_column, depth, False
-            i = _skip_indented_code(text, lines, i, item_column + 4, depth)
+            i = _skip_indented_code(text, lines, i, item_column + 4, depth, None if depth else list_indent)
             yield None
         elif fence and code_column < code_indent:  # indented further, it goes on a paragraph
             if container.group("marker"):  # a list item opened by the fence
@@ -461,20 +462,35 @@ def _width(text: str) -> int:
     return len(text.expandtabs(4))
 
 
-def _skip_indented_code(text: str, lines: Sequence[Line], i: int, indent: int, depth: int = 0) -> int:
+def _skip_indented_code(
+    text: str, lines: Sequence[Line], i: int, indent: int, depth: int, item: int | None
+) -> int:
     """Index of the last line of the code block indented ``indent`` columns from line ``i``
-    (inside ``depth`` quotes): up to a blank line (in the quote too) or a line indented less
-    or quoted otherwise. (Indented lines after a blank line start another code block, laid
-    out the same: passed through. So a blank line is never inside indented code, and a
-    window can be cut after it.)"""
+    (inside ``depth`` quotes, in the list item ``item`` of `_container`): up to a blank line
+    (in the quote too) or a line indented less or quoted otherwise. (Indented lines after a
+    blank line start another code block, laid out the same: passed through. So a blank line
+    is never inside indented code, and a window can be cut after it.)"""
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        container = _CONTAINER.match(content)
+        container = _container(content, item)
         depth_j, column = _text_column(content, container)
         blank = not content[len(container.group("quote")) :].strip()
         if blank or depth_j != depth or column < indent:
             return j - 1
     return len(lines) - 1
+
+
+def _container(content: str, item: int | None) -> re.Match[str]:
+    """``content`` matched by ``_CONTAINER``, or by ``_ITEM_CONTAINER`` where it is in the
+    list item (in no quote) whose text starts at column ``item`` (None: none) and its first
+    quote marker is indented 0 to 3 columns past that column: a quote in the item."""
+    container = _CONTAINER.match(content)
+    if item and not container.group("quote"):
+        rest = content.lstrip(" \t")
+        indent = _width(content[: len(content) - len(rest)])
+        if rest.startswith(">") and item <= indent < item + 4:
+            return _ITEM_CONTAINER.match(content)
+    return container
 
 
 def _text_column(content: str, container: re.Match[str]) -> tuple[int, int]:
@@ -495,7 +511,7 @@ def _skip_fence(
     closing = re.compile(re.escape(fence[0]) + f"{{{len(fence)},}}[ \\t]*$")
     for j in range(i + 1, len(lines)):
         content = lines[j].content(text)
-        container = _CONTAINER.match(content)
+        container = _container(content, None if item[1] else item[0])
         if container.group("quote").count(">") < depth or not _in_item(content, *item):
             return j - 1
         if closing.match(content[container.end() :].lstrip()):
@@ -533,7 +549,8 @@ def _skip_html(
         content = lines[j].content(text)
         if j > i:
             rest = _unquote(content, depth)
-            if _CONTAINER.match(content).group("quote").count(">") < depth or not _in_item(content, *item):
+            quoted = _container(content, None if item[1] else item[0]).group("quote").count(">")
+            if quoted < depth or not _in_item(content, *item):
                 return j - 1
             if end is _BLANK_LINE and not rest.strip():
                 return j - 1
