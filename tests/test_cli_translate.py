@@ -526,9 +526,19 @@ def test_an_output_that_cannot_be_written_is_named_as_the_output(tmp_path, tiny_
 def stopped_while_writing(args: list[str], temporary: Path, number: int) -> subprocess.Popen:
     """`transqueue ARGS` stopped by signal `number` once it writes the temporary file
     `temporary` (a glob pattern), waited for; its stderr left to read."""
+    import signal
     import time
 
-    run = subprocess.Popen([TRANSQUEUE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # A suite started in the background (`cmd &` in a script) has SIGINT ignored, which a
+    # child would inherit; with a handler here, the child starts with the default, as a
+    # terminal's foreground command does.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = subprocess.Popen(
+            [TRANSQUEUE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 120
     while not list(temporary.parent.glob(temporary.name)):  # it has started writing
         assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
