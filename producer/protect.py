@@ -25,6 +25,9 @@ from producer.segment import strip_span
 Span = tuple[int, int]
 
 _URL_END = r"[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}*_]"
+#: A path after a domain or an address (a@b.com/x, example.com/): a slash alone too, which
+#: was left to the model with the text after it
+_PATH = rf"(?:/(?:{_URL_END})?)?"
 _CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideographs
     r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     r"\uac00-\ud7af\uf900-\ufaff"
@@ -43,8 +46,8 @@ BUILT_IN = {
     # is part of an address-like run; the scheme and www. in any case (Https://, WWW.)
     "url": _RUN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
-    # starting after an @ left the run's start ("a@") to the model
-    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+",
+    # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x)
+    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+" + _PATH,
     # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
     # of an address-like run, which the e-mail pattern protects whole if it is an address.
     # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,
@@ -56,9 +59,8 @@ BUILT_IN = {
     + defaults.PROTECTED_TLDS
     + "|"
     + defaults.PROTECTED_TLDS.upper()
-    + r")\b(?![\w-])(?:/"
-    + _URL_END
-    + r")?",
+    + r")\b(?![\w-])"
+    + _PATH,
     "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
     # a whole run of one or two backticks, not escaped by a backslash, up to a whole run
     # of the same length (as in Markdown: `x`` and \``x`` are no code)

@@ -45,9 +45,11 @@ _BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT
 #: from every letter of a long word ("a." * 20000) took quadratic time (six seconds).
 #: An e-mail address starts a word and is found whole, every ``@`` in it (``a@b@c.com``): each
 #: part before an ``@`` is taken for good, as \S+@\S+ took cubic time on a long word of ``@``s
-#: without a dot (ten seconds for 3,000 characters).
+#: without a dot (ten seconds for 3,000 characters). An address is read with its path
+#: (``a@b.com/x``), as `producer.protect` reads it.
 _URL = re.compile(
-    r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+",
+    r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+"
+    r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:/\S*)?",
     re.IGNORECASE,
 )
 

@@ -108,6 +108,18 @@ def test_a_url_in_an_address_like_run_is_protected_whole_or_not_at_all(text, exp
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Mail a@b.com/x or a@b.com/ now.", ["a@b.com/x", "a@b.com/"]),  # "/x now." went to the model
+        ("It is at a@b.com/x. See example.com/ too.", ["a@b.com/x", "example.com/"]),
+        ("Note: see example.com. Mail a@b.com.", ["example.com", "a@b.com"]),
+    ],
+)
+def test_an_address_or_domain_with_a_path_is_protected_whole(text, expected):
+    assert spans_of(text) == expected
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
@@ -123,6 +135,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("a@" * 20000, "a@" * 20000 + "b.com", "a." * 20000 + "@", "@a" * 20000, "@a." * 20000 + "com"),
         *("A." * 20000, "A." * 20000 + "COM", "@A." * 20000 + "Com", "WWW." * 20000, "Http" + "A." * 20000),
         *("a@Http" * 20000, "://a." * 20000 + "COM", "a@www." * 20000),
+        *("a@b.co/" * 6000, "b.com/." * 6000, "a@b.c" + "/." * 20000),
     ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):

@@ -191,6 +191,10 @@ def test_an_address_with_more_than_one_at_sign_is_found_whole(text):
     assert not needs_translation(text)  # its first part, "a@", was left as words
 
 
+def test_an_address_with_a_path_is_found_whole():
+    assert not needs_translation("a@b.com/x")  # "/x" was left as a word, as protect read it
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(list("ab .!?;:\"'()[]1\t∯ȸ中。") + ["Dr.", "e.g.", "U.S."])))
 def test_split_never_loses_text(tokens):
