@@ -46,8 +46,10 @@ BUILT_IN = {
     # is part of an address-like run; the scheme and www. in any case (Https://, WWW.)
     "url": _RUN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
-    # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x)
-    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+" + _PATH,
+    # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x),
+    # or an scp-like git remote's after a colon (git@github.com:user/repo.git; a colon ending
+    # a clause, "a@b.com: it", is prose)
+    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+" + rf"(?::{_URL_END}|{_PATH})",
     # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
     # of an address-like run, which the e-mail pattern protects whole if it is an address.
     # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,

@@ -46,10 +46,10 @@ _BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT
 #: An e-mail address starts a word and is found whole, every ``@`` in it (``a@b@c.com``): each
 #: part before an ``@`` is taken for good, as \S+@\S+ took cubic time on a long word of ``@``s
 #: without a dot (ten seconds for 3,000 characters). An address is read with its path
-#: (``a@b.com/x``), as `producer.protect` reads it.
+#: (``a@b.com/x``, ``git@github.com:user/repo.git``), as `producer.protect` reads it.
 _URL = re.compile(
     r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+"
-    r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:/\S*)?",
+    r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:[/:]\S*)?",
     re.IGNORECASE,
 )
 

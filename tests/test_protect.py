@@ -120,6 +120,21 @@ def test_an_address_or_domain_with_a_path_is_protected_whole(text, expected):
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Clone git@github.com:user/repo.git now.", ["git@github.com:user/repo.git"]),  # ":user/..." was text
+        (
+            "Push to deploy@10.0.0.1:/srv/app or me@x.org:~/src.",
+            ["deploy@10.0.0.1:/srv/app", "me@x.org:~/src"],
+        ),
+        ("Mail a@b.com: it works. Mail c@d.org:", ["a@b.com", "c@d.org"]),  # a colon ending a clause is prose
+    ],
+)
+def test_an_scp_like_git_remote_is_protected_whole(text, expected):
+    assert spans_of(text) == expected
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
@@ -136,6 +151,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("A." * 20000, "A." * 20000 + "COM", "@A." * 20000 + "Com", "WWW." * 20000, "Http" + "A." * 20000),
         *("a@Http" * 20000, "://a." * 20000 + "COM", "a@www." * 20000),
         *("a@b.co/" * 6000, "b.com/." * 6000, "a@b.c" + "/." * 20000),
+        *("a@b.c:." * 6000, "a@b.c" + ":." * 20000, "a@b.c:@" * 6000),
     ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):

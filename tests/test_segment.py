@@ -191,8 +191,9 @@ def test_an_address_with_more_than_one_at_sign_is_found_whole(text):
     assert not needs_translation(text)  # its first part, "a@", was left as words
 
 
-def test_an_address_with_a_path_is_found_whole():
+def test_an_address_with_a_path_or_an_scp_like_remote_is_found_whole():
     assert not needs_translation("a@b.com/x")  # "/x" was left as a word, as protect read it
+    assert not needs_translation("deploy@example.com:/srv/app")  # ":/srv/app" was left
 
 
 @settings(max_examples=150, deadline=None)
