@@ -43,8 +43,12 @@ BUILT_IN = {
     "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
     rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
     # a URL starts where its run starts, as an address does: one after an @ (a@www.b.com@c)
-    # is part of an address-like run; the scheme and www. in any case (Https://, WWW.)
-    "url": _RUN_START + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:)" + _URL_END,
+    # is part of an address-like run; the scheme and www. in any case (Https://, WWW.). A
+    # protocol-relative URL (//cdn.example.com/x.js) is // before a dotted host, not after a
+    # slash or a colon; "//" alone, as in a comment, is prose
+    "url": _RUN_START
+    + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))"
+    + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x),
     # or an scp-like git remote's after a colon (git@github.com:user/repo.git; a colon ending

@@ -46,9 +46,10 @@ _BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT
 #: An e-mail address starts a word and is found whole, every ``@`` in it (``a@b@c.com``): each
 #: part before an ``@`` is taken for good, as \S+@\S+ took cubic time on a long word of ``@``s
 #: without a dot (ten seconds for 3,000 characters). An address is read with its path
-#: (``a@b.com/x``, ``git@github.com:user/repo.git``), as `producer.protect` reads it.
+#: (``a@b.com/x``, ``git@github.com:user/repo.git``), and a protocol-relative URL is ``//``
+#: before a dotted host (``//cdn.example.com/x.js``), as `producer.protect` reads them.
 _URL = re.compile(
-    r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S+"
+    r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))\S+"
     r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:[/:]\S*)?",
     re.IGNORECASE,
 )

@@ -135,6 +135,24 @@ def test_an_scp_like_git_remote_is_protected_whole(text, expected):
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Load //cdn.example.com/x.js now.", ["//cdn.example.com/x.js"]),  # "Load //" was text
+        ('Use <script src="//CDN.Example.COM/a.js"> or (//x.org).', ["//CDN.Example.COM/a.js", "//x.org"]),
+        ("Comments start with // in C. A//b.com, 1//2 and //home/me are no URLs.", ["b.com"]),
+    ],
+)
+def test_a_protocol_relative_url_is_protected_whole(text, expected):
+    assert spans_of(text) == expected
+
+
+def test_a_label_before_an_address_without_a_space_stays_text():
+    """ "Email:a@b.com" keeps its label for the model: a user and password before an address
+    without a scheme look the same and are rare in prose, so they are not read as one."""
+    assert spans_of("Email:a@b.com or Contact us:john@x.com today.") == ["a@b.com", "john@x.com"]
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
@@ -152,6 +170,8 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("a@Http" * 20000, "://a." * 20000 + "COM", "a@www." * 20000),
         *("a@b.co/" * 6000, "b.com/." * 6000, "a@b.c" + "/." * 20000),
         *("a@b.c:." * 6000, "a@b.c" + ":." * 20000, "a@b.c:@" * 6000),
+        *("a:" * 20000, "a:%" * 13000, "a:%a@" * 8000, "a:b@" * 10000, "a:b@c." * 6000),
+        *("/" * 40000, "//a." * 10000, ")//a." * 8000, ")//" * 13000 + "a.b", "//a" * 13000),
     ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):

@@ -175,7 +175,7 @@ def test_needs_translation_takes_linear_time_on_a_word_of_at_signs():
     assert time.perf_counter() - started < 0.5  # cubic before: about ten seconds
 
 
-@pytest.mark.parametrize("text", ["a." * 20000, "a" * 40000, "x+y-" * 10000 + "//"])
+@pytest.mark.parametrize("text", ["a." * 20000, "a" * 40000, "x+y-" * 10000 + "//", "/" * 40000 + "a"])
 def test_needs_translation_takes_linear_time_on_a_long_word_of_scheme_characters(text):
     started = time.perf_counter()
     assert needs_translation(text)
@@ -184,6 +184,8 @@ def test_needs_translation_takes_linear_time_on_a_long_word_of_scheme_characters
 
 def test_urls_are_found_where_a_word_starts():
     assert not needs_translation("(https://x.org/a) [www.x.org] <mailto:me@x.org> «git+ssh://x/y»")
+    assert not needs_translation("(//cdn.example.com/x.js)")  # protocol-relative, as protect reads it
+    assert needs_translation("a//b.com //home")
 
 
 @pytest.mark.parametrize("text", ["a@b@c.com", "@john@example.com", "a@@b.com", "(a.b@c@d.example.org)"])
