@@ -382,6 +382,17 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ),
         ("[1]: http://x.org\n  'A title'\n", [], "[1]: http://x.org\n  'A title'\n"),
         ('[1]: /x "Open\n\nText.\n', ['1: /x "Open', "Text."], "[译。]\n\n译。\n"),
+        # a definition in a quote or a list item is one too, after the markers (its title
+        # going on to the quote's next lines), and a list item may open with one
+        (
+            "> Read [the docs][d].\n>\n> [d]: https://example.com/docs\n",
+            ["Read the docs."],
+            "> [译。][d]\n>\n> [d]: https://example.com/docs\n",
+        ),
+        ('> [d]: /x\n> "A title"\n> Text.\n', ["Text."], '> [d]: /x\n> "A title"\n> 译。\n'),
+        ("> > [d]: /x 'A\n> > title'\n", [], "> > [d]: /x 'A\n> > title'\n"),
+        ("- [g]: http://x.org 'T'\n  More text.\n", ["More text."], "- [g]: http://x.org 'T'\n  译。\n"),
+        ("10. Item.\n\n    [g]: http://x.org\n", ["Item."], "10. 译。\n\n    [g]: http://x.org\n"),
         # indented code may follow any block but a paragraph without a blank line
         (
             "# Install\n    pip install foo\nThen run.\n",

@@ -257,7 +257,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         )
         # a definition cannot interrupt a paragraph, nor a table (a line with a pipe is its row)
         in_row = in_table and "|" in content
-        definition = None if in_paragraph or in_row else _REFERENCE.match(content)
+        # (in a quote or a list item too: after its markers)
+        definition = None if in_paragraph or in_row else _REFERENCE.match(content, container.end())
         header = paragraph_line = opened_empty = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
         if empty_item and not content[len(container.group("quote")) :].strip():
@@ -295,7 +296,9 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if container.group("marker"):  # a list item opened by the break
                 list_indent, list_depth, outdented = item_column, depth, False
             yield None
-        elif definition and (definition_end := _reference_end(text, lines, i, definition)) is not None:
+        elif definition and (definition_end := _reference_end(text, lines, i, definition, depth)) is not None:
+            if container.group("marker"):  # a list item opened by the definition
+                list_indent, list_depth, outdented = item_column, depth, False
             i = definition_end
             yield None
         elif not content[container.end() :].strip() and not container.group("marker"):
@@ -368,32 +371,41 @@ def _item(content: str, container: re.Match[str]) -> tuple[int, bool]:
     return marker_column + 1, bool(rest)
 
 
-def _reference_end(text: str, lines: Sequence[Line], i: int, definition: re.Match[str]) -> int | None:
-    """Index of the last line of the link reference definition matched on line ``i``, or
-    None if it is none: a title left open on its line must close on a line after it (and be
-    all that is left there), else the line is text; a line after a definition without a
-    title that is one (in full) is the definition's."""
+def _reference_end(
+    text: str, lines: Sequence[Line], i: int, definition: re.Match[str], depth: int = 0
+) -> int | None:
+    """Index of the last line of the link reference definition matched on line ``i``, inside
+    ``depth`` quotes, or None if it is none: a title left open on its line must close on a
+    line after it (and be all that is left there), else the line is text; a line after a
+    definition without a title that is one (in full) is the definition's. The lines after
+    line ``i`` are read after ``depth`` quote markers."""
     title = definition.group("title")
     if title is None:
         if i + 1 < len(lines):
-            opening = _TITLE_START.match(lines[i + 1].content(text))
-            if opening and "|" not in lines[i + 1].content(text):
-                end = _title_end(text, lines, i + 1, opening.end(), _TITLE_CLOSER[opening.group()[-1]])
+            following = _unquote(lines[i + 1].content(text), depth)
+            opening = _TITLE_START.match(following)
+            if opening and "|" not in following:
+                end = _title_end(text, lines, i + 1, opening.end(), _TITLE_CLOSER[opening.group()[-1]], depth)
                 return i if end is None else end
         return i
     if len(title) > 1 and title[-1] == _TITLE_CLOSER[title[0]]:
         return i
-    return _title_end(text, lines, i, len(lines[i].content(text)), _TITLE_CLOSER[title[0]])
+    return _title_end(
+        text, lines, i, len(_unquote(lines[i].content(text), depth)), _TITLE_CLOSER[title[0]], depth
+    )
 
 
-def _title_end(text: str, lines: Sequence[Line], j: int, start: int, closer: str) -> int | None:
+def _title_end(
+    text: str, lines: Sequence[Line], j: int, start: int, closer: str, depth: int = 0
+) -> int | None:
     """Index of the line closing a link title with ``closer``, looked for from ``start`` of
-    line ``j`` on, with nothing but spaces after it; None if a blank line, a line after line
-    ``j`` that may start another block or holds a table's pipe, another opening parenthesis,
-    text after the closer or the end of the text comes first. (Read so, a window ending in a
-    title finds no place to cut in the paragraph it reads there instead.)"""
+    line ``j`` (after ``depth`` quote markers, as every line after it) on, with nothing but
+    spaces after it; None if a blank line, a line after line ``j`` that may start another
+    block or holds a table's pipe, another opening parenthesis, text after the closer or the
+    end of the text comes first. (Read so, a window ending in a title finds no place to cut
+    in the paragraph it reads there instead.)"""
     for k in range(j, len(lines)):
-        content = lines[k].content(text)
+        content = _unquote(lines[k].content(text), depth)
         position = start if k == j else 0
         if not content.strip() or (k > j and (_INTERRUPTS.match(content) or "|" in content)):
             return None
