@@ -393,6 +393,10 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("> > [d]: /x 'A\n> > title'\n", [], "> > [d]: /x 'A\n> > title'\n"),
         ("- [g]: http://x.org 'T'\n  More text.\n", ["More text."], "- [g]: http://x.org 'T'\n  译。\n"),
         ("10. Item.\n\n    [g]: http://x.org\n", ["Item."], "10. 译。\n\n    [g]: http://x.org\n"),
+        # a quote or a list item that interrupts a paragraph may open with a definition
+        ("Intro.\n> [d]: /x\n", ["Intro."], "译。\n> [d]: /x\n"),
+        ("Intro.\n- [d]: /x 'T'\n", ["Intro."], "译。\n- [d]: /x 'T'\n"),
+        ("> Intro.\n> > [d]: /x\n", ["Intro."], "> 译。\n> > [d]: /x\n"),
         # indented code may follow any block but a paragraph without a blank line
         (
             "# Install\n    pip install foo\nThen run.\n",

@@ -210,6 +210,16 @@ MARKDOWN_BLOCKS = st.sampled_from(
             "",
             "    >     code. Quoted.",
         ],
+        [
+            "Intro. Text.",
+            "> [d]: /x 'A",
+            "> title'",
+            "- [e]: /y",
+            "  More. Text.",
+            "10. Item. Text.",
+            "",
+            "    [f]: /z",
+        ],
     ]
 )
 

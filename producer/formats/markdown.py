@@ -255,10 +255,11 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if code_column < code_indent
             else None
         )
-        # a definition cannot interrupt a paragraph, nor a table (a line with a pipe is its row)
+        # a definition cannot interrupt a paragraph (but may open a quote or a list item that
+        # does), nor a table (a line with a pipe is its row); it is read after the markers
         in_row = in_table and "|" in content
-        # (in a quote or a list item too: after its markers)
-        definition = None if in_paragraph or in_row else _REFERENCE.match(content, container.end())
+        interrupts = in_paragraph and not opens_container
+        definition = None if interrupts or in_row else _REFERENCE.match(content, container.end())
         header = paragraph_line = opened_empty = False
         outdented = not blank and indent < (list_indent or 0)  # left of the list item's text
         if empty_item and not content[len(container.group("quote")) :].strip():
