@@ -172,7 +172,7 @@ def status_command(job_id: str) -> None:
         lines.append(f"model        {info.model} ({serving} worker{'' if serving == 1 else 's'} serving it)")
     if info.out:
         lines.append(f"output       {info.out}")
-    lines.append(_flags_line(store, job_id, info.documents))
+    lines.append(_flags_line(store, job_id))
     click.echo("\n".join(lines))
     by_reason: dict[str, list[DeadLetter]] = {}
     for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
@@ -192,18 +192,21 @@ def status_command(job_id: str) -> None:
         click.echo(f"  {count} × on {where}: {text}")
 
 
-def _flags_line(store: JobStore, job_id: str, documents: int) -> str:
-    """The quality flags of the job's finished documents, as `fetch --report` counts them."""
-    flags, finished = FlagLog(), 0
+def _flags_line(store: JobStore, job_id: str) -> str:
+    """The quality flags of the job's finished documents, as `fetch --report` counts them,
+    and in how many of them they are: ``flags  2 digits (in 1 of 3 finished documents)``."""
+    flags, finished, flagged = FlagLog(), 0, 0
     try:
         for document in iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags):
             if document.pieces is not None:
                 deque(document.pieces, maxlen=0)  # render it, a window at a time, for its flags
+                before = flags.counts.total()
                 flags.keep()
+                flagged += flags.counts.total() > before
                 finished += 1
     except (JobGone, DocumentError) as exc:
         return f"flags        unknown: {exc}"
-    return f"flags        {flags.summary() or 'none'} (in {finished} of {documents} finished documents)"
+    return f"flags        {flags.summary() or 'none'} (in {flagged} of {finished} finished documents)"
 
 
 @click.command("wait")

@@ -679,3 +679,17 @@ def test_submit_refuses_a_field_or_column_name_that_is_not_utf8(redis_server, tm
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "'te\\udcffxt' is not UTF-8" in result.output
     assert list(store.job_ids()) == []
+
+
+def test_status_says_in_how_many_finished_documents_the_flags_are(redis_server, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.txt").write_text("Chapter 12 is long.\n", encoding="utf-8")
+    (source / "b.txt").write_text("Hello there.\n", encoding="utf-8")
+    (source / "c.txt").write_text("Good night.\n", encoding="utf-8")
+    store, job_id, env = unfinished_job(redis_server, tmp_path, source)
+    store.record(job_id, 0, "Chapter 12 is long.", "第13章很长。", fingerprint="f", hit=False)
+    store.record(job_id, 1, "Hello there.", "你好。", fingerprint="f", hit=False)
+    status = CliRunner().invoke(main, ["status", job_id], env=env).output
+    # a.txt and b.txt are finished, and only a.txt holds a flag
+    assert "flags        1 digits (in 1 of 2 finished documents)\n" in status, status
