@@ -97,8 +97,8 @@ class Manifest:
         if precision not in graphs[role]:
             raise BundleError(
                 f"{self.directory}: this bundle has no {precision} {role} "
-                f"(it has {', '.join(graphs['decoder'])}); choose --precision "
-                f"{' or '.join(graphs['decoder'])}"
+                f"(it has {', '.join(graphs['decoder'])}); choose precision "
+                f"{' or '.join(graphs['decoder'])} (--precision of translate, or TRANSQUEUE_PRECISION)"
             )
         return self.directory / graphs[role][precision]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models.batching import split_points
-from models.bundle import BundleError
+from models.bundle import BundleError, default_bundle_dir
 from models.translator import Translator
 
 
@@ -174,6 +174,15 @@ def test_a_manifest_names_no_file_outside_its_bundle_nor_one_unchecked(
     (bundle / "bundle.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match=message):
         Translator(bundle)
+
+
+def test_a_precision_the_bundle_lacks_is_named_with_the_setting_that_chooses_it():
+    """The demo bundle ships int8 only; a worker has no --precision option, so the message
+    names the variable too."""
+    with pytest.raises(
+        BundleError, match=r"choose precision int8 \(--precision of translate, or TRANSQUEUE_PRECISION\)"
+    ):
+        Translator(default_bundle_dir(), precision="fp32", warmup=False)
 
 
 def test_decoding_is_greedy_argmax_over_unbanned_logits(tiny_bundle):
