@@ -110,7 +110,7 @@ def protected_spans(text: str, extra: tuple[str, ...] = ()) -> list[Span]:
     """The protected spans of ``text``, in order, not overlapping: where matches overlap, the
     one starting first wins, and of those the longest."""
     matches = sorted(
-        (m.start(), -m.end())
+        (m.start(), -(_closing_parentheses(text, m) if pattern in _LINKS else m.end()))
         for pattern in compile_patterns(extra)
         for m in pattern.finditer(text)
         if m.end() > m.start()
@@ -150,3 +150,17 @@ def is_target_language(text: str) -> bool:
 
 _IS_CJK = re.compile(f"[{_CJK}]")
 _BUILT_IN = tuple(re.compile(pattern) for pattern in BUILT_IN.values())
+#: The patterns whose match (a URL, an address's or a domain's path) may end in a ")" it opened
+_LINKS = frozenset(_BUILT_IN[list(BUILT_IN).index(kind)] for kind in ("url", "email", "domain"))
+
+
+def _closing_parentheses(text: str, match: re.Match[str]) -> int:
+    """The end of a URL or domain ``match``, taking in the ")"s right after it that close a
+    "(" of its own (https://en.wikipedia.org/wiki/Python_(language)): a URL's last ")" is
+    left out as prose, the end of a parenthesis around it, unless the URL opened it."""
+    end = match.end()
+    unclosed = text.count("(", match.start(), end) - text.count(")", match.start(), end)
+    while unclosed > 0 and end < len(text) and text[end] == ")":
+        unclosed -= 1
+        end += 1
+    return end

@@ -426,6 +426,13 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # nor does a backtick after a backslash (escaped), nor a run longer than its pair
         ("A \\``x`` b.\n", ["A \\``x`` b."], "译。\n"),
         ("A `x`` b.\n", ["A `x`` b."], "译。\n"),
+        # a bare URL keeps the parentheses it opens, not one around it
+        (
+            "See https://x.org/wiki/Python_(language) now.\n",
+            ["See", "now."],
+            "译。 https://x.org/wiki/Python_(language) 译。\n",
+        ),
+        ("A page (www.x.org/a) here.\n", ["A page (", ") here."], "译。www.x.org/a译。\n"),
         # a bare URL ends where a code span starts
         ("Get http://x.org/a`curl -O b` now.\n", ["Get", "now."], "译。 http://x.org/a`curl -O b` 译。\n"),
         # a fence indented four columns or more opens no code block: it goes on the paragraph

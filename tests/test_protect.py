@@ -153,6 +153,29 @@ def test_a_label_before_an_address_without_a_space_stays_text():
     assert spans_of("Email:a@b.com or Contact us:john@x.com today.") == ["a@b.com", "john@x.com"]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "See https://en.wikipedia.org/wiki/Python_(programming_language) for details.",
+            ["https://en.wikipedia.org/wiki/Python_(programming_language)"],
+        ),
+        (
+            "See en.wikipedia.org/wiki/Foo_(bar). Or x.org/((a)) now.",
+            ["en.wikipedia.org/wiki/Foo_(bar)", "x.org/((a))"],
+        ),
+        # a ")" the URL did not open is prose: the end of a parenthesis around it
+        (
+            "A page (https://x.org/a) or (see https://x.org/a_(b)).",
+            ["https://x.org/a", "https://x.org/a_(b)"],
+        ),
+        ("Shops (x.org) and https://x.org/(a now.", ["x.org", "https://x.org/(a"]),
+    ],
+)
+def test_a_url_keeps_the_closing_parentheses_of_its_own(text, expected):
+    assert spans_of(text) == expected
+
+
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     doc = parse_text("Write to a@b@c.com today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before

@@ -12,7 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-_URL_END = r"[^\s<>()`]*[^\s<>().,;:!?'\"*_~`]"  # a backtick starts a code span
+#: A bare URL's end: a backtick starts a code span; parentheses are the URL's own only in
+#: balanced pairs (https://en.wikipedia.org/wiki/Python_(language)), which it may end with
+_URL_END = (
+    r"(?:[^\s<>()`]|\([^\s<>()`]*\))*"
+    r"(?:[^\s<>().,;:!?'\"*_~`]|\([^\s<>()`]*\))"
+)
 #: A template tag in a link target: {{ site.baseurl }}/x. It holds no other tag's opening,
 #: so that each ``{{`` is looked at once, not searched to the end of the line again.
 _TEMPLATE = r"\{\{(?:(?!\{\{).)*?\}\}|\{%(?:(?!\{%).)*?%\}"
