@@ -332,12 +332,17 @@ def _marked(translation: str, marks: Sequence[Mark]) -> str:
 #: Closing quotes and the ellipsis, which Chinese shares with English: a text ending in them
 #: is Chinese when what they close is.
 _SHARED_CLOSING = "\u2018\u2019\u201c\u201d\u2026\"')"
+_ASCII_ENDS = ".!?"
 
 
 def ends_in_cjk(text: str) -> bool:
     """Whether ``text`` ends in a CJK ideograph, kana, hangul or CJK/full-width punctuation,
-    possibly followed by closing quotes or an ellipsis (``他说：“我饿了。”``)."""
+    possibly followed by closing quotes or an ellipsis (``他说：“我饿了。”``), or by the
+    ASCII sentence ends a model may write there (``车站在哪里?``, ``快一点!``)."""
     text = text.rstrip(_SHARED_CLOSING)
+    stripped = text.rstrip(_ASCII_ENDS)
+    if stripped != text:
+        text = stripped.rstrip(_SHARED_CLOSING)
     if not text:
         return False
     code = ord(text[-1])

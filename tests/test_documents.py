@@ -187,6 +187,14 @@ def test_txt_space_kept_after_untranslated_or_latin_sentence():
     assert doc.render(["OK.", "Fine.", "Done."]) == "OK. Fine. Done.\n"
 
 
+def test_the_space_after_a_chinese_sentence_ending_in_ascii_punctuation_is_dropped():
+    # the demo model writes ASCII ? and ! after Chinese: the sentence is Chinese all the same
+    doc = parse_text("Where is the station? Step on it! I'm hungry. Use Python. OK.\n", "txt")
+    assert doc.render(["车站在哪里?", "快一点!", "我饿了...", "用Python.", "OK."]) == (
+        "车站在哪里?快一点!我饿了...用Python. OK.\n"
+    )
+
+
 def test_the_space_after_a_chinese_sentence_ending_in_a_closing_quote_is_dropped():
     doc = parse_text('He said, "I am hungry." Then he left. Done "here" ok.\n', "txt")
     assert doc.render(["他说：“我饿了。”", "然后他走了……", "done “here” ok."]) == (
