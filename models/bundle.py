@@ -172,6 +172,10 @@ def read_manifest(directory: str | Path) -> Manifest:
     """Parse `directory`/bundle.json and check its format, without hashing the files."""
     directory = Path(directory)
     path = directory / MANIFEST
+    if not directory.is_dir():
+        raise BundleError(
+            f"{directory}: no such directory (a bundle is a directory made by `transqueue export`)"
+        )
     if not path.is_file():
         raise BundleError(
             f"{directory}: not a transqueue model bundle (no {MANIFEST}). Make one with "

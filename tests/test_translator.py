@@ -115,6 +115,8 @@ def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
 
     with pytest.raises(BundleError, match="transqueue export Helsinki-NLP/opus-mt-en-zh"):
         Translator(tmp_path)
+    with pytest.raises(BundleError, match="missing: no such directory"):
+        Translator(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("role", ["source", "target", "codec"])
