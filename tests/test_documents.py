@@ -390,6 +390,13 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ),
         ("[1]: http://x.org\n  'A title'\n", [], "[1]: http://x.org\n  'A title'\n"),
         ('[1]: /x "Open\n\nText.\n', ['1: /x "Open', "Text."], "[译。]\n\n译。\n"),
+        # a label alone on its line takes its destination (and title) from the next line, which
+        # may not be blank nor start another block
+        ("[d]:\n  https://x.org/docs\nText.\n", ["Text."], "[d]:\n  https://x.org/docs\n译。\n"),
+        ("[d]:\n/x 'A\ntitle'\n", [], "[d]:\n/x 'A\ntitle'\n"),
+        ("> [d]:\n> /x\n> Text.\n", ["Text."], "> [d]:\n> /x\n> 译。\n"),
+        ("[d]:\n\n/x\n", ["d:", "/x"], "[译。]\n\n译。\n"),
+        ("[d]:\n- /x\n", ["d:", "/x"], "[译。]\n- 译。\n"),
         # a definition in a quote or a list item is one too, after the markers (its title
         # going on to the quote's next lines), and a list item may open with one
         (
@@ -594,7 +601,13 @@ def test_a_line_of_unclosed_comments_is_read_in_linear_time():
 
 @pytest.mark.parametrize(
     "content",
-    ['[1]: /x "Open\n' * 10_000, '[1]: /x "Open\n' + "on\n" * 40_000, '[1]: /x "Open\n# Title\n' * 4_000],
+    [
+        '[1]: /x "Open\n' * 10_000,
+        '[1]: /x "Open\n' + "on\n" * 40_000,
+        '[1]: /x "Open\n# Title\n' * 4_000,
+        '[1]:\n/x "Open\n' * 10_000,  # the destination on the label's next line
+        "[1]:\n" * 20_000,
+    ],
 )
 def test_definitions_with_open_titles_are_read_in_linear_time(content):
     started = time.perf_counter()

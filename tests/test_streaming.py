@@ -189,6 +189,7 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ['[ref]: http://x.y "A title.', "Goes on. | Here.", ":-- | --", 'End."', "Text. After."],
         ["[ref]: http://x.y", "  'A title. On the next line.'", "Text. After."],
         ['[ref]: http://x.y "Open. Title.', "", "Text. After."],
+        ["[ref]:", "  http://x.y 'A title.", "Goes on.'", "Text. After.", "[no]:", "", "/x. Text."],
         ["- <div>", "  HTML. In item.", "", "Out. Of the list.", "  <!-- A comment.", "", "-->"],
         ["> <div> HTML. Quoted.", "> more. HTML.", ">", "> Quote. Text.", "lazy. Text."],
         ["-     code. In item.", "      more. Code.", "    Text. In item.", "", "    More. Text."],

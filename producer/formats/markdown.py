@@ -38,13 +38,18 @@ _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _RULE = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t]*$")  # of a setext heading: after a paragraph line
-#: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
-#: optional title (which may go on to the next lines, or start on the next one: see
-#: `_reference_end`), and nothing else on the line.
-_REFERENCE = re.compile(
-    r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:<[^<>\n]*>|[^\s<]\S*)"
+#: A definition's destination and optional title, and nothing else on the line.
+_DESTINATION = (
+    r"(?P<destination><[^<>\n]*>|[^\s<]\S*)"
     r"(?:[ \t]+(?P<title>\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
 )
+#: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
+#: optional title (which may go on to the next lines, or start on the next one), and nothing
+#: else on the line; or the label alone, its destination on the next line (see
+#: `_reference_end`).
+_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:" + _DESTINATION + r"|$)")
+#: The next line of a definition whose label is alone on its line.
+_NEXT_LINE_DESTINATION = re.compile(r"[ \t]*" + _DESTINATION)
 _TITLE_START = re.compile(r"[ \t]*[\"'(]")
 _TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
 #: A line that may start a block other than a paragraph or be a table's delimiter row, and
@@ -379,7 +384,14 @@ def _reference_end(
     ``depth`` quotes, or None if it is none: a title left open on its line must close on a
     line after it (and be all that is left there), else the line is text; a line after a
     definition without a title that is one (in full) is the definition's. The lines after
-    line ``i`` are read after ``depth`` quote markers."""
+    line ``i`` are read after ``depth`` quote markers. A label alone on line ``i`` needs its
+    destination on the next line, which may not start another block nor hold a pipe."""
+    if definition.group("destination") is None:
+        following = _unquote(lines[i + 1].content(text), depth) if i + 1 < len(lines) else ""
+        destination = _NEXT_LINE_DESTINATION.match(following)
+        if destination is None or _INTERRUPTS.match(following) or "|" in following:
+            return None
+        return _reference_end(text, lines, i + 1, destination, depth)
     title = definition.group("title")
     if title is None:
         if i + 1 < len(lines):
