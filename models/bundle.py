@@ -132,8 +132,10 @@ class Manifest:
     def codec_inputs(self) -> set[str]:
         """The names of the files a codec is read from: the saved codec where the bundle has
         one, else the source and target tokenizers."""
-        roles = ["codec"] if "codec" in self.data["tokenizer"] else ["source", "target"]
-        return {self.tokenizer_file(role).name for role in roles}
+        saved = self.codec_file()
+        if saved is not None:
+            return {saved.name}
+        return {self.tokenizer_file(role).name for role in ("source", "target")}
 
     def fingerprint(self, *names: str) -> str:
         """A sha256 over the recorded hashes of `names` (all files when none given)."""
