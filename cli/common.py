@@ -240,9 +240,10 @@ def os_failure(error: OSError, unnamed: str | None) -> str:
     """``NAME: reason`` for an OSError that stopped a command: NAME the file it names, else
     `unnamed` (``<stdin>`` while stdin is read, whose errors name no file); the reason alone
     when neither is known."""
+    from producer.inputs import failure  # the one ``NAME: reason`` of a file's OSError
+
     name = error.filename if error.filename is not None else unnamed
-    reason = error.strerror or str(error)
-    return reason if name is None else f"{name}: {reason}"
+    return (error.strerror or str(error)) if name is None else failure(name, error)
 
 
 def _protect_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:

@@ -149,7 +149,7 @@ def line_too_long(where: str, line: int, limit: int, unit: str = "line") -> Docu
     return DocumentError(f"{where}:{line}: {unit} longer than {limit:,} bytes (TRANSQUEUE_MAX_LINE_BYTES)")
 
 
-def failure(path: Path, error: DocumentError | OSError) -> str:
+def failure(path: Path | str, error: DocumentError | OSError) -> str:
     """How a file that could not be read or parsed is reported: ``path: reason``, or the
     DocumentError's own message, which names the file (and line) already."""
     if isinstance(error, DocumentError):
