@@ -37,6 +37,10 @@ _TAG = defaults.TEMPLATE_TAG_MAX_CHARS
 #: all: a match of it (a URL, an address, a domain) starts where the run does, never inside
 #: one, with the run's leading @s
 _RUN_START = r"(?<![\w.+@-])@*+"
+#: A URL's user and password (RFC 3986 userinfo: unreserved characters, sub-delimiters,
+#: colons and percent escapes), read to its @: a quote in it (https://u:it's@x.org) ended
+#: the URL, which a quote after the host still does
+_USERINFO = r"(?:[\w\-.~!$&'()*+,;=:%]*+@)?"
 # Each pattern scans forward from a start only as far as one token (or one brace, one
 # backtick), so a long line costs linear time, whatever it holds.
 BUILT_IN = {
@@ -47,7 +51,7 @@ BUILT_IN = {
     # protocol-relative URL (//cdn.example.com/x.js) is // before a dotted host, not after a
     # slash or a colon; "//" alone, as in a comment, is prose
     "url": _RUN_START
-    + r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))"
+    + rf"(?i:[a-z][a-z0-9+.-]*://{_USERINFO}|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))"
     + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x),

@@ -147,6 +147,24 @@ def test_a_protocol_relative_url_is_protected_whole(text, expected):
     assert spans_of(text) == expected
 
 
+@pytest.mark.parametrize("char", "-._~!$&'()*+,;=%:")
+@pytest.mark.parametrize("password", ["pa{}ss", "pass{}", "{}pass", "{}"])
+@pytest.mark.parametrize("url", ["https://user:{}@host.com/path", "ftp://{}@host.com"])
+def test_a_password_in_a_url_is_protected_with_it_whatever_it_holds(char, password, url):
+    """A quote, a sub-delimiter of RFC 3986, in a URL's user or password ended the URL:
+    "See ftp://'" went to the model, and the output lost "ftp://"."""
+    url = url.format(password.format(char))
+    assert spans_of(f"See {url} now.") == [url]
+    doc = parse_text(f"See {url} now.\n", "txt")
+    assert [s.text for s in doc.segments] == ["See", "now."]
+    assert doc.render(["见", "现在。"]) == f"见 {url} 现在。\n"
+
+
+def test_a_quote_after_a_urls_host_still_ends_it():
+    text = "Set href='https://x.org/a' or 'https://a@x.org'."
+    assert spans_of(text) == ["https://x.org/a", "https://a@x.org"]
+
+
 def test_a_label_before_an_address_without_a_space_stays_text():
     """ "Email:a@b.com" keeps its label for the model: a user and password before an address
     without a scheme look the same and are rare in prose, so they are not read as one."""
@@ -195,6 +213,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("a@b.c:." * 6000, "a@b.c" + ":." * 20000, "a@b.c:@" * 6000),
         *("a:" * 20000, "a:%" * 13000, "a:%a@" * 8000, "a:b@" * 10000, "a:b@c." * 6000),
         *("/" * 40000, "//a." * 10000, ")//a." * 8000, ")//" * 13000 + "a.b", "//a" * 13000),
+        *("a://" + "a:" * 20000, "a://'" * 8000, "a://a'@" * 6000, "a://" + "@" * 40000),
     ],
 )
 def test_addresses_are_found_in_linear_time_on_a_long_word_of_at_signs(text):
