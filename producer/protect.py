@@ -28,6 +28,9 @@ _URL_END = r"[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}*_]"
 #: A path after a domain or an address (a@b.com/x, example.com/): a slash alone too, which
 #: was left to the model with the text after it
 _PATH = rf"(?:/(?:{_URL_END})?)?"
+#: A port after a bare domain (example.com:8080), which went to the model with the text after
+#: it: digits that end a word, not a user's password before an @ nor one field of a:b:c
+_PORT = r"(?::[0-9]{1,5}(?![\w:@]))?"
 _CJK = (  # radicals, kana, bopomofo, ideographs, hangul, compatibility ideographs
     r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     r"\uac00-\ud7af\uf900-\ufaff"
@@ -63,13 +66,14 @@ BUILT_IN = {
     # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,
     # .COM) but not capitalised: "big.It" is a sentence end with its space missing. Never
     # right after a scheme: a URL that its start rule refuses (a@https://x.org) is not
-    # protected in part
+    # protected in part. With its port and path (example.com:8080/x)
     "domain": _RUN_START
     + r"(?<!://)(?![\w.+-]*@)(?:[A-Za-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS
     + "|"
     + defaults.PROTECTED_TLDS.upper()
     + r")\b(?![\w-])"
+    + _PORT
     + _PATH,
     "entity": r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});",
     # a whole run of one or two backticks, not escaped by a backslash, up to a whole run

@@ -123,6 +123,28 @@ def test_an_address_or_domain_with_a_path_is_protected_whole(text, expected):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        ("Use example.com:8080 or X.ORG:443/a/b now.", ["example.com:8080", "X.ORG:443/a/b"]),
+        (
+            "Open example.com:8080. Then x.org:1/ and y.org:65535?",
+            ["example.com:8080", "x.org:1/", "y.org:65535"],
+        ),
+        # no port: a word after the digits, six digits, one field of a:b:c, a colon ending a clause
+        ("See x.org:80s, x.org:123456, x.org:10:30 or x.org: it.", ["x.org", "x.org", "x.org", "x.org"]),
+    ],
+)
+def test_a_domains_port_is_protected_with_it(text, expected):
+    assert spans_of(text) == expected
+
+
+def test_a_domains_port_is_never_sent_to_the_model():
+    doc = parse_text("Use host.com:8080/path now.\n", "txt")  # ":8080/path now." went to the model
+    assert [s.text for s in doc.segments] == ["Use", "now."]
+    assert doc.render(["使用", "现在。"]) == "使用 host.com:8080/path 现在。\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
         ("Clone git@github.com:user/repo.git now.", ["git@github.com:user/repo.git"]),  # ":user/..." was text
         (
             "Push to deploy@10.0.0.1:/srv/app or me@x.org:~/src.",
@@ -213,6 +235,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("a@b.c:." * 6000, "a@b.c" + ":." * 20000, "a@b.c:@" * 6000),
         *("a:" * 20000, "a:%" * 13000, "a:%a@" * 8000, "a:b@" * 10000, "a:b@c." * 6000),
         *("/" * 40000, "//a." * 10000, ")//a." * 8000, ")//" * 13000 + "a.b", "//a" * 13000),
+        *("a.com:" * 6000, "a.com:1" * 6000, "a.com:" + "1" * 40000, "a.com:11111" * 4000),
         *("a://" + "a:" * 20000, "a://'" * 8000, "a://a'@" * 6000, "a://" + "@" * 40000),
     ],
 )
