@@ -44,6 +44,12 @@ _RUN_START = r"(?<![\w.+@-])@*+"
 #: colons and percent escapes), read to its @: a quote in it (https://u:it's@x.org) ended
 #: the URL, which a quote after the host still does
 _USERINFO = r"(?:[\w\-.~!$&'()*+,;=:%]*+@)?"
+#: A local part, read with every @ after it (a@b@ in a@b@c.com), and a dotted host
+_LOCAL = r"(?:[\w.+-]+@+)"
+_DOTTED = r"[\w-]+(?:\.[\w-]+)+"
+#: A run of address characters and @s that may be protected on its own from its start: an
+#: address (a@b.com), or a domain with any @s before it (@c.org)
+_OWN_RUN = rf"@*+{_LOCAL}*+{_DOTTED}"
 # Each pattern scans forward from a start only as far as one token (or one brace, one
 # backtick), so a long line costs linear time, whatever it holds.
 BUILT_IN = {
@@ -60,15 +66,18 @@ BUILT_IN = {
     # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x),
     # or an scp-like git remote's after a colon (git@github.com:user/repo.git; a colon ending
     # a clause, "a@b.com: it", is prose)
-    "email": _RUN_START + r"(?:[\w.+-]+@+)++[\w-]+(?:\.[\w-]+)+" + rf"(?::{_URL_END}|{_PATH})",
+    "email": _RUN_START + rf"{_LOCAL}++{_DOTTED}(?::{_URL_END}|{_PATH})",
     # a domain in a run with an @ after its start (b.com in a@b.com@c, or in b.com@c) is part
     # of an address-like run, which the e-mail pattern protects whole if it is an address.
+    # So is one before a password and an @ (b.com:x@c or b.com:@c, a user b.com at a host c:
+    # ":x@c" went to the model), unless the run after the colon is protected on its own, as
+    # after a label (b.com:x@c.org, as Email:a@b.com: no part of it is sent).
     # Labels in any case (GitHub.com), the top-level domain in lower or upper case (.com,
     # .COM) but not capitalised: "big.It" is a sentence end with its space missing. Never
     # right after a scheme: a URL that its start rule refuses (a@https://x.org) is not
     # protected in part. With its port and path (example.com:8080/x)
     "domain": _RUN_START
-    + r"(?<!://)(?![\w.+-]*@)(?:[A-Za-z0-9-]+\.)+(?:"
+    + rf"(?<!://)(?![\w.+-]*(?::(?!{_OWN_RUN})[\w.+-]*)?@)(?:[A-Za-z0-9-]+\.)+(?:"
     + defaults.PROTECTED_TLDS
     + "|"
     + defaults.PROTECTED_TLDS.upper()

@@ -69,6 +69,10 @@ def test_each_kind_of_protected_span(text, expected):
         ("Write to a@@b.com or a.b@c.d@e.example.org.", ["a@@b.com", "a.b@c.d@e.example.org"]),
         ("Ping a@b@c now.", []),  # no domain after its last @: not an address
         ("Ping a@b.com@c, b.com@c or a@b.com.org@c now.", []),  # nor a bare domain in one
+        # a user b.com, a password, a host c: a user and password before an address are kept
+        # as after a label (Email:a@b.com), and nothing is sent
+        ("Ping b.com:x@c, b.com:8080@c, b.com:@c or b.com:x@c.org@d now.", []),
+        ("Ping b.com:x@c.org or b.com:@c.org now.", ["b.com", "x@c.org", "b.com", "@c.org"]),
         ("Ping @example.com or @@b.example.org now.", ["@example.com", "@@b.example.org"]),
     ],
 )
@@ -221,6 +225,10 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
     assert [s.text for s in doc.segments] == ["Write to", "today."]  # "Write to a@" before
     doc = parse_text("Write to a@b.com@c today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to a@b.com@c today."]  # "Write to a@", "@c today."
+    doc = parse_text("Write to b.com:x@c today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Write to b.com:x@c today."]  # "Write to", ":x@c today."
+    doc = parse_text("Write to b.com:x@c.org today.\n", "txt")
+    assert [s.text for s in doc.segments] == ["Write to", "today."]
     doc = parse_text("Write to a@https://x.org today.\n", "txt")
     assert [s.text for s in doc.segments] == ["Write to a@https://x.org today."]  # "Write to a@", "today."
 
@@ -235,6 +243,7 @@ def test_an_address_like_run_is_never_cut_into_text_for_the_model():
         *("a@b.c:." * 6000, "a@b.c" + ":." * 20000, "a@b.c:@" * 6000),
         *("a:" * 20000, "a:%" * 13000, "a:%a@" * 8000, "a:b@" * 10000, "a:b@c." * 6000),
         *("/" * 40000, "//a." * 10000, ")//a." * 8000, ")//" * 13000 + "a.b", "//a" * 13000),
+        *("a.com:" + "@" * 40000, "a.com:@" * 6000, "a.com:a@" * 5000, "a.com:a@a." * 4000, "a:@" * 13000),
         *("a.com:" * 6000, "a.com:1" * 6000, "a.com:" + "1" * 40000, "a.com:11111" * 4000),
         *("a://" + "a:" * 20000, "a://'" * 8000, "a://a'@" * 6000, "a://" + "@" * 40000),
     ],
