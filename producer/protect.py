@@ -126,14 +126,14 @@ def env_patterns() -> tuple[str, ...]:
 def protected_spans(text: str, extra: tuple[str, ...] = ()) -> list[Span]:
     """The protected spans of ``text``, in order, not overlapping: where matches overlap, the
     one starting first wins, and of those the longest."""
-    matches = sorted(
-        (m.start(), -(_closing_parentheses(text, m) if pattern in _LINKS else m.end()))
+    found = (
+        _link_span(text, m) if pattern in _LINKS else m.span()
         for pattern in compile_patterns(extra)
         for m in pattern.finditer(text)
         if m.end() > m.start()
     )
     spans: list[Span] = []
-    for start, negative_end in matches:
+    for start, negative_end in sorted((start, -end) for start, end in found):
         if not spans or start >= spans[-1][1]:
             spans.append((start, -negative_end))
     return spans
@@ -171,13 +171,18 @@ _BUILT_IN = tuple(re.compile(pattern) for pattern in BUILT_IN.values())
 _LINKS = frozenset(_BUILT_IN[list(BUILT_IN).index(kind)] for kind in ("url", "email", "domain"))
 
 
-def _closing_parentheses(text: str, match: re.Match[str]) -> int:
-    """The end of a URL or domain ``match``, taking in the ")"s right after it that close a
-    "(" of its own (https://en.wikipedia.org/wiki/Python_(language)): a URL's last ")" is
-    left out as prose, the end of a parenthesis around it, unless the URL opened it."""
-    end = match.end()
-    unclosed = text.count("(", match.start(), end) - text.count(")", match.start(), end)
+def _link_span(text: str, match: re.Match[str]) -> Span:
+    """The span of a URL, address or domain ``match``, taking in the ")"s right after it that
+    close a "(" of its own (https://en.wikipedia.org/wiki/Python_(language)): a URL's last ")"
+    is left out as prose, the end of a parenthesis around it, unless the URL opened it. A
+    parenthesis around exactly the link, "(https://x.org/a)", is taken in whole (its halves
+    went to the model with the words on either side, and came back without them); one that
+    holds more, "(see https://x.org/a)", is prose."""
+    start, end = match.span()
+    unclosed = text.count("(", start, end) - text.count(")", start, end)
     while unclosed > 0 and end < len(text) and text[end] == ")":
         unclosed -= 1
         end += 1
-    return end
+    if text[start - 1 : start] == "(" and text[end : end + 1] == ")":
+        return start - 1, end + 1
+    return start, end

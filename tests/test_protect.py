@@ -165,7 +165,7 @@ def test_an_scp_like_git_remote_is_protected_whole(text, expected):
     ("text", "expected"),
     [
         ("Load //cdn.example.com/x.js now.", ["//cdn.example.com/x.js"]),  # "Load //" was text
-        ('Use <script src="//CDN.Example.COM/a.js"> or (//x.org).', ["//CDN.Example.COM/a.js", "//x.org"]),
+        ('Use <script src="//CDN.Example.COM/a.js"> or (//x.org).', ["//CDN.Example.COM/a.js", "(//x.org)"]),
         ("Comments start with // in C. A//b.com, 1//2 and //home/me are no URLs.", ["b.com"]),
     ],
 )
@@ -208,16 +208,53 @@ def test_a_label_before_an_address_without_a_space_stays_text():
             "See en.wikipedia.org/wiki/Foo_(bar). Or x.org/((a)) now.",
             ["en.wikipedia.org/wiki/Foo_(bar)", "x.org/((a))"],
         ),
-        # a ")" the URL did not open is prose: the end of a parenthesis around it
-        (
-            "A page (https://x.org/a) or (see https://x.org/a_(b)).",
-            ["https://x.org/a", "https://x.org/a_(b)"],
-        ),
-        ("Shops (x.org) and https://x.org/(a now.", ["x.org", "https://x.org/(a"]),
+        # a ")" the URL did not open is prose: the end of a parenthesis around more than it
+        ("A page (see https://x.org/a_(b)) now.", ["https://x.org/a_(b)"]),
+        ("Shops (in x.org) and https://x.org/(a now.", ["x.org", "https://x.org/(a"]),
     ],
 )
 def test_a_url_keeps_the_closing_parentheses_of_its_own(text, expected):
     assert spans_of(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("A page (https://x.org/a) or (www.x.org/a).", ["(https://x.org/a)", "(www.x.org/a)"]),
+        ("Shops (x.org), (a@b.com) or (x.org:80/a)!", ["(x.org)", "(a@b.com)", "(x.org:80/a)"]),
+        (
+            "See (https://en.wikipedia.org/wiki/Python_(language)) or ((x.org)).",
+            ["(https://en.wikipedia.org/wiki/Python_(language))", "(x.org)"],
+        ),
+        ("See (https://x.org/a_(b) or (x.org/a_(b)", ["https://x.org/a_(b)", "x.org/a_(b)"]),
+    ],
+)
+def test_a_parenthesis_around_exactly_a_url_is_protected_with_it(text, expected):
+    assert spans_of(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "segments", "translations", "output"),
+    [
+        (  # "A page (" and ") now." went to the model, which dropped the parentheses
+            "A page (https://x.org/a) now.",
+            ["A page", "now."],
+            ["一页", "现在。"],
+            "一页 (https://x.org/a) 现在。",
+        ),
+        (
+            "A page (see https://x.org/a) now.",
+            ["A page (see", ") now."],
+            ["一页（见", "）现在。"],
+            "一页（见 https://x.org/a）现在。",
+        ),
+        ("(https://x.org/a) Now.", ["Now."], ["现在。"], "(https://x.org/a) 现在。"),
+    ],
+)
+def test_a_url_in_parentheses_is_rendered_once_with_them(text, segments, translations, output):
+    doc = parse_text(text + "\n", "txt")
+    assert [s.text for s in doc.segments] == segments
+    assert doc.render(translations) == output + "\n"
 
 
 def test_an_address_like_run_is_never_cut_into_text_for_the_model():
