@@ -20,7 +20,6 @@ import unicodedata
 from collections.abc import Sequence
 
 from producer import defaults
-from producer.segment import strip_span
 
 Span = tuple[int, int]
 
@@ -40,10 +39,14 @@ _TAG = defaults.TEMPLATE_TAG_MAX_CHARS
 #: all: a match of it (a URL, an address, a domain) starts where the run does, never inside
 #: one, with the run's leading @s
 _RUN_START = r"(?<![\w.+@-])@*+"
-#: A URL's user and password (RFC 3986 userinfo: unreserved characters, sub-delimiters,
-#: colons and percent escapes), read to its @: a quote in it (https://u:it's@x.org) ended
-#: the URL, which a quote after the host still does
-_USERINFO = r"(?:[\w\-.~!$&'()*+,;=:%]*+@)?"
+#: A URL's user and password after its scheme's :// (RFC 3986 userinfo: unreserved
+#: characters, sub-delimiters, colons and percent escapes), read to its @: a quote in it
+#: (https://u:it's@x.org) ended the URL, which a quote after the host still does
+_USERINFO = r"(?:(?<=://)[\w\-.~!$&'()*+,;=:%]*+@)?"
+#: Where a URL starts: a scheme (in any case: Https://), www., mailto:, or a protocol-relative
+#: // before a dotted host (//cdn.example.com/x.js), not after a slash or a colon: "//"
+#: alone, as in a comment, is prose. `producer.segment` finds URLs from the same starts.
+URL_START = r"(?i:[a-z][a-z0-9+.-]*://|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))"
 #: A local part, read with every @ after it (a@b@ in a@b@c.com), and a dotted host
 _LOCAL = r"(?:[\w.+-]+@+)"
 _DOTTED = r"[\w-]+(?:\.[\w-]+)+"
@@ -56,12 +59,8 @@ BUILT_IN = {
     "template": rf"\{{\{{\{{?[^{{}}]{{0,{_TAG}}}?\}}?\}}\}}"
     rf"|\{{%[^{{}}]{{0,{_TAG}}}?%\}}|\{{#[^{{}}]{{0,{_TAG}}}?#\}}",
     # a URL starts where its run starts, as an address does: one after an @ (a@www.b.com@c)
-    # is part of an address-like run; the scheme and www. in any case (Https://, WWW.). A
-    # protocol-relative URL (//cdn.example.com/x.js) is // before a dotted host, not after a
-    # slash or a colon; "//" alone, as in a comment, is prose
-    "url": _RUN_START
-    + rf"(?i:[a-z][a-z0-9+.-]*://{_USERINFO}|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))"
-    + _URL_END,
+    # is part of an address-like run
+    "url": _RUN_START + URL_START + _USERINFO + _URL_END,
     # the whole run of address characters, every @ in it (a@b@c.com), or nothing: a match
     # starting after an @ left the run's start ("a@") to the model; with its path (a@b.com/x),
     # or an scp-like git remote's after a colon (git@github.com:user/repo.git; a colon ending
@@ -150,6 +149,15 @@ def unprotected(text: str, start: int, end: int, spans: Sequence[Span]) -> list[
         position = span_end
     parts.append((position, end))
     return [span for span in (strip_span(text, s, e) for s, e in parts) if span is not None]
+
+
+def strip_span(text: str, start: int, end: int) -> Span | None:
+    """``start..end`` without the whitespace at either end, or None if nothing else is left."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
 
 
 def cjk_ratio(text: str) -> float:

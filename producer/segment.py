@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from producer import defaults, pysbd_process
+from producer.protect import URL_START, strip_span
 
 Span = tuple[int, int]
 
@@ -41,17 +42,16 @@ _FALLBACK_BOUNDARY = re.compile(
 #: character; a paragraph without one is a single sentence and pysbd is not asked.
 _INNER_TERMINATOR = re.compile(r"[.!?…。！？;:\r)]")
 _BRACKET_RUN = re.compile(rf"[.∯]\[[\d,\s-]{{{defaults.PYSBD_BRACKET_RUN_LIMIT},}}")
-#: A URL starts where a dotted word starts, as `producer.protect`'s does: a scheme looked for
-#: from every letter of a long word ("a." * 20000) took quadratic time (six seconds).
+#: A URL starts where `producer.protect`'s does (``URL_START``), where a dotted word starts:
+#: a scheme looked for from every letter of a long word ("a." * 20000) took quadratic time
+#: (six seconds); it is read to the end of its word.
 #: An e-mail address starts a word and is found whole, every ``@`` in it (``a@b@c.com``): each
 #: part before an ``@`` is taken for good, as \S+@\S+ took cubic time on a long word of ``@``s
 #: without a dot (ten seconds for 3,000 characters). An address is read with its path
-#: (``a@b.com/x``, ``git@github.com:user/repo.git``), and a protocol-relative URL is ``//``
-#: before a dotted host (``//cdn.example.com/x.js``), as `producer.protect` reads them.
+#: (``a@b.com/x``, ``git@github.com:user/repo.git``), as `producer.protect` reads it.
 _URL = re.compile(
-    r"(?<![\w.+-])(?:[a-z][a-z0-9+.-]*://|www\.|mailto:|(?<![/:])//(?=[a-z0-9-]+\.[a-z0-9]))\S+"
-    r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:[/:]\S*)?",
-    re.IGNORECASE,
+    rf"(?<![\w.+-]){URL_START}\S+"
+    r"|(?<!\S)@*+(?:[^\s@]+@+)++[^\s@]+\.\w+(?:[/:]\S*)?"
 )
 
 
@@ -191,12 +191,3 @@ def _pysbd_spans(body: str) -> list[Span] | None:
     if position != len(body):
         return None
     return [span for span in (strip_span(body, s, e) for s, e in raw) if span is not None]
-
-
-def strip_span(text: str, start: int, end: int) -> Span | None:
-    """``start..end`` without the whitespace at either end, or None if nothing else is left."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None

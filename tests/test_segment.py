@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from producer import defaults, segment
 from producer.documents import parse_text
+from producer.protect import protected_spans
 from producer.pysbd_process import PysbdProcess
 from producer.segment import fallback_split, needs_translation, split_sentences
 
@@ -186,6 +187,29 @@ def test_urls_are_found_where_a_word_starts():
     assert not needs_translation("(https://x.org/a) [www.x.org] <mailto:me@x.org> «git+ssh://x/y»")
     assert not needs_translation("(//cdn.example.com/x.js)")  # protocol-relative, as protect reads it
     assert needs_translation("a//b.com //home")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "Https://x.org/a",
+        "WWW.Example.COM",
+        "//CDN.example.com/x.js",
+        "MAILTO:a@b.org",
+        "git+ssh://x/y",
+        "ftp://it's@x.org",
+    ],
+)
+def test_needs_translation_finds_a_url_where_protect_starts_one(url):
+    """Both read a URL's start from one pattern (``producer.protect.URL_START``)."""
+    text = f"See {url} now."
+    assert [text[start:end] for start, end in protected_spans(text)] == [url]
+    assert not needs_translation(url) and needs_translation(f"See {url}")
+
+
+def test_a_line_that_is_only_a_url_address_or_domain_is_not_translated():
+    content = "x.org\nhttps://x.org/a\n(a@b.com)\nexample.com:8080/x\ngit@github.com:u/r.git\nEmail:a@b.com\n"
+    assert [s.text for s in parse_text(content, "txt").segments] == ["Email:"]  # a label is text
 
 
 @pytest.mark.parametrize("text", ["a@b@c.com", "@john@example.com", "a@@b.com", "(a.b@c@d.example.org)"])
