@@ -16,7 +16,7 @@ import importlib
 
 import click
 
-from cli.common import TransqueueGroup
+from cli.common import TransqueueGroup, termination_held
 
 #: Command name → the module that defines it (in its COMMANDS).
 COMMAND_MODULES = {
@@ -25,6 +25,11 @@ COMMAND_MODULES = {
     **dict.fromkeys(("worker", "scheduler", "metrics", "runs"), "cli.service"),
     **dict.fromkeys(("export", "validate"), "cli.model"),
 }
+
+#: The commands that stop cleanly on SIGTERM and SIGHUP, with what they did said
+#: (`cli.common.stop_cleanly_on_termination`): they hold those signals from when they are
+#: chosen, so that one sent while their modules load stops them the same way
+STOPPING_CLEANLY = frozenset({"translate"})
 
 
 class LazyGroup(TransqueueGroup):
@@ -40,6 +45,16 @@ class LazyGroup(TransqueueGroup):
             return None
         module = importlib.import_module(COMMAND_MODULES[cmd_name])
         return next(command for command in module.COMMANDS if command.name == cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command that ``args`` name and its arguments; one in `STOPPING_CLEANLY`
+        holds SIGTERM and SIGHUP from now, before its module loads, for as long as it runs
+        (`cli.common.termination_held`)."""
+        if args and args[0] in STOPPING_CLEANLY:
+            ctx.with_resource(termination_held())
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -275,16 +275,48 @@ def protect_option(command: F) -> F:
     )(command)
 
 
+#: The signals that `stop_cleanly_on_termination` makes unwind the process
+_TERMINATION = (signal.SIGTERM, signal.SIGHUP)
+#: The signals received while `termination_held` and not yet delivered, in order
+_held: list[int] = []
+
+
 def stop_cleanly_on_termination() -> None:
     """Make SIGTERM and SIGHUP unwind this process as Ctrl-C does (exit status 128 + the
     signal's number), so that the temporary file of an output being written is removed on
-    the way out: by default they end the process at once and leave it behind."""
+    the way out: by default they end the process at once and leave it behind. One that
+    came while `termination_held` unwinds it now."""
 
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    for number in (signal.SIGTERM, signal.SIGHUP):
+    for number in _TERMINATION:
         signal.signal(number, stop)
+    if _held:
+        number = _held[0]
+        _held.clear()
+        stop(number, None)
+
+
+@contextmanager
+def termination_held() -> Iterator[None]:
+    """Hold SIGTERM and SIGHUP in the block until `stop_cleanly_on_termination` delivers
+    them: a command that stops cleanly holds them from when it is chosen, so that one sent
+    while its modules load (before it can install its handlers) stops it as one sent later
+    does, where it used to end the process at once, without a word. The handlers from
+    before are back after the block, and a signal still held there (the command ended
+    without installing its own: a usage error) is sent again."""
+    previous = {number: signal.getsignal(number) for number in _TERMINATION}
+    _held.clear()
+    for number in _TERMINATION:
+        signal.signal(number, lambda signum, _frame: _held.append(signum))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if _held:
+            os.kill(os.getpid(), _held.pop(0))
 
 
 @contextmanager

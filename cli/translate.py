@@ -143,9 +143,9 @@ def translate_command(
     stdin line (a JSONL record if --field is given) is translated and printed as soon as
     it is ready, in order.
     """
-    stop_cleanly_on_termination()
     read = ReadOptions(fields=fields, reflow=reflow, columns=columns, protect=protect)
     if Path("-") in inputs:
+        stop_cleanly_on_termination()
         if len(inputs) > 1 or out is not None or report_path is not None:
             raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         if columns:
@@ -156,37 +156,36 @@ def translate_command(
         raise click.UsageError(
             "-o -: files are written to files; stdout takes stdin's lines ('-' as the input)"
         )
-    try:
-        tasks = plan_files(
-            inputs, Path(out) if out else None, out_is_dir=bool(out) and out.endswith(("/", os.sep))
-        )
-    except DocumentError as error:
-        raise click.ClickException(str(error)) from None
     report = RunReport()
+    with stopped_with_summary(report.summary):  # a stop from the start says what was done
+        stop_cleanly_on_termination()
+        try:
+            tasks = plan_files(
+                inputs, Path(out) if out else None, out_is_dir=bool(out) and out.endswith(("/", os.sep))
+            )
+        except DocumentError as error:
+            raise click.ClickException(str(error)) from None
 
-    def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
-        written = set(report.written)
-        return {
-            os.path.realpath(task.source)
-            for task in tasks
-            if task.target not in written and os.path.lexists(task.target)
-        }
+        def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
+            written = set(report.written)
+            return {
+                os.path.realpath(task.source)
+                for task in tasks
+                if task.target not in written and os.path.lexists(task.target)
+            }
 
-    kept = [path for task in tasks for path in (task.source, task.target)]
-    trees = [given for given in inputs if given.is_dir()]
-    with (
-        stopped_with_summary(report.summary),
-        open_report(
+        kept = [path for task in tasks for path in (task.source, task.target)]
+        trees = [given for given in inputs if given.is_dir()]
+        with open_report(
             report_path, kept, carried=unwritten_outputs, trees=trees, outputs=[task.target for task in tasks]
-        ) as flagged,
-    ):
-        report.quality = FlagLog(flagged)
-        _translate_files(
-            tasks,
-            RunOptions(read=read, force=force),
-            report,
-            lambda: load_translator(model, precision, threads),
-        )
+        ) as flagged:
+            report.quality = FlagLog(flagged)
+            _translate_files(
+                tasks,
+                RunOptions(read=read, force=force),
+                report,
+                lambda: load_translator(model, precision, threads),
+            )
     click.echo(report.summary(), err=True)
     if report.errors:
         sys.exit(1)

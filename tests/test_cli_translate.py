@@ -627,6 +627,68 @@ def test_an_interrupted_run_reports_the_files_it_wrote(tmp_path, stop):
     assert not list(tmp_path.glob(".*.tmp")) and not list((tmp_path / "corpus.zh").glob(".*"))
 
 
+#: `transqueue ARGV[2:]`, sent SIGTERM by itself when it starts importing module ARGV[1]
+STOPPED_WHILE_IMPORTING = """
+import os, signal, sys
+
+class StopWhenImported:
+    def find_spec(self, name, path, target=None):
+        if name == sys.argv[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+sys.meta_path.insert(0, StopWhenImported())
+from cli import main
+main(sys.argv[2:], prog_name="transqueue")
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "cli.translate",  # the command's module, loaded before it can install its handlers
+        "models.translator",  # the model, loaded once the documents are read
+    ],
+)
+def test_sigterm_while_the_command_starts_stops_it_with_its_summary(tmp_path, tiny_bundle, module):
+    """Sent before the command's handlers were installed, SIGTERM ended the process at once,
+    without a word (exit status 143 in a shell); now it is held until they are, and the run
+    stops as one stopped later does."""
+    import signal
+
+    (tmp_path / "a.txt").write_text("Hello world.\n")
+    args = ["translate", str(tmp_path / "a.txt"), "--model", str(tiny_bundle)]
+    run = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_IMPORTING, module, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 128 + signal.SIGTERM, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        "0 written, 0 skipped (output exists; --force overwrites), 0 failed, 0 sentences (0 distinct) "
+        "in 0.0s, 0.0 sentences/s; stopped (exit status 143)"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_a_sigterm_held_for_a_command_that_ends_before_its_handlers_is_not_lost(tmp_path):
+    """A usage error ends the command before it installs its handlers: the SIGTERM held
+    meanwhile is sent again once the old handlers are back, and it ends the process."""
+    import signal
+
+    args = ["translate", str(tmp_path / "a.txt"), "-o", "-"]
+    run = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_IMPORTING, "cli.translate", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == -signal.SIGTERM and run.stderr == ""
+    before = signal.getsignal(signal.SIGTERM)
+    assert CliRunner().invoke(main, args).exit_code == 2
+    assert signal.getsignal(signal.SIGTERM) is before  # this process's own, not the held one
+
+
 def test_a_report_can_go_to_a_pipe_or_a_device(tmp_path):
     """--report /dev/stdout (or -) is written to stdout itself as the run goes: a pipe, or a
     file the shell opened, at its position (`>> all.jsonl` keeps its earlier lines, and
