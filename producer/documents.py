@@ -62,7 +62,7 @@ class Resume:
     the cut the window starts at (by default: after a blank line, outside any list)."""
 
     header: Sequence[str] | None = None
-    markdown: markdown.Cut = markdown.Cut(0, True, False, None)
+    markdown: markdown.Cut = markdown.Cut(0)
 
 
 @dataclass

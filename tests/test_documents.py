@@ -19,6 +19,7 @@ from producer.documents import (
     output_path,
     parse_text,
 )
+from producer.formats.markdown import MAX_CONTAINERS
 from producer.inputs import Limits, decode_input, stream_input
 from producer.stored_layout import dump_document, load_document
 from producer.streaming import StreamedDocument
@@ -532,6 +533,32 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("- \n      make\n", [], "- \n      make\n"),
         # a line left of an item's text is no setext underline of the item's paragraph
         ("  - Item one.\n  -\n\tItem two.\n", ["Item one.", "Item two."], "  - 译。\n  -\n\t译。\n"),
+        # list items and quotes nest in each other at any depth: each line goes on the
+        # containers it has the markup (or, in a list item, the indentation) of
+        ("> - Item.\n>\n>     Same item.\n", ["Item.", "Same item."], "> - 译。\n>\n>     译。\n"),
+        (
+            "> 1. Item.\n>    - Sub.\n>\n>      Sub text.\n",
+            ["Item.", "Sub.", "Sub text."],
+            "> 1. 译。\n>    - 译。\n>\n>      译。\n",
+        ),
+        ("> - Item.\n\n>     make\n", ["Item."], "> - 译。\n\n>     make\n"),
+        (
+            "- > Quote.\n  > > Deeper.\n  >\n  >     code\n",
+            ["Quote.", "Deeper."],
+            "- > 译。\n  > > 译。\n  >\n  >     code\n",
+        ),
+        # a list marker indented 4 columns past the item's goes on its paragraph, lazily too
+        (
+            "- a\n - b\n  - c\n   - d\n    - e\n",
+            ["a", "b", "c", "d - e"],
+            "- 译。\n - 译。\n  - 译。\n   - 译。\n",
+        ),
+        ("Intro.\n      - lazy\n\n    make\n", ["Intro.", "- lazy"], "译。译。\n\n    make\n"),
+        # a quote marker left of a list item's text opens a quote out of the item
+        ("- > Quote.\n>     code\n", ["Quote."], "- > 译。\n>     code\n"),
+        # an HTML block's end is looked for on its first line from its start
+        ("<!-->\nText.\n", ["Text."], "<!-->\n译。\n"),
+        ("<?>\nText.\n", ["Text."], "<?>\n译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):
@@ -628,6 +655,38 @@ def test_definitions_with_open_titles_are_read_in_linear_time(content):
     doc = parse_text(content, "md")
     assert time.perf_counter() - started < 5
     assert identity(doc) == content
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "> " * 10_000 + "Text.\n" + "> " * 10_000 + "More.\n",
+        "- " * 10_000 + "Text.\n" + "\n" * 100_000 + "  " * 10_000 + "More.\n",
+        "> - " * 5_000 + "Text.\n",
+        "- > " * 70 + "Text.\n" + "\n" * 100_000,
+        "> - > - Text.\n" * 100_000,
+        "- " * 10_000 + "\n",
+    ],
+)
+def test_deeply_nested_containers_are_read_in_linear_time(content):
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 5
+    assert identity(doc) == content
+
+
+def test_markers_past_the_deepest_container_are_markup_all_the_same():
+    content = (
+        "> " * (MAX_CONTAINERS + 6)
+        + "Deep.\n"
+        + "> " * MAX_CONTAINERS
+        + "```\n"
+        + "> " * MAX_CONTAINERS
+        + "code\n"
+    )
+    doc = parse_text(content, "md")
+    assert [s.text for s in doc.segments] == ["Deep."]
+    assert doc.render(["译。"]) == content.replace("Deep.", "译。")
 
 
 def test_a_line_of_dots_is_split_in_linear_time():

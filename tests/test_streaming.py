@@ -196,6 +196,33 @@ MARKDOWN_BLOCKS = st.sampled_from(
         ["- ", "", "  Text. After an empty item.", "", "    Code. After it.", "- ", "      Code. In it."],
         ["> Quote. Text.", "    lazy. Text.", "> > Deeper. Quote.", "> lazy. Again."],
         [
+            "> - Item. Quoted.",
+            ">   > Quote. In item.",
+            ">   >",
+            ">   >     code. Deep.",
+            ">",
+            ">   Item. Text again.",
+            "",
+            "> 1. - Deep. Item.",
+            ">",
+            ">      Deep. Text.",
+        ],
+        [
+            "- One. Item.",
+            "  - Two. Item.",
+            "    - Three. Item.",
+            "",
+            "          code. Deep.",
+            "",
+            "      Two. Text.",
+            "- ",
+            "",
+            "  > - ```",
+            "  >   fenced. Deep.",
+            "",
+            "Out. Text.",
+        ],
+        [
             "- > ```",
             "  > code. In a quote in an item.",
             "",
@@ -321,6 +348,19 @@ def test_a_window_at_a_table_row_after_a_paragraph_knows_a_definition_cannot_sta
     path.write_text(content)
     windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
     assert len(windows) > 1
+
+
+def test_a_window_in_nested_containers_starts_with_them_open(tmp_path, monkeypatch):
+    content = (
+        "> - Item.\n>\n>     Same item.\n>\n>         make install\n>\n"
+        "> 1. - Deep.\n>\n>        Deep text.\n>\n>           make\n"
+    )
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
+    path = tmp_path / "d.md"
+    path.write_text(content)
+    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    assert len(windows) > 4
+    assert [s.text for w in windows for s in w.segments] == ["Item.", "Same item.", "Deep.", "Deep text."]
 
 
 @pytest.mark.parametrize("window", [1, 500])
