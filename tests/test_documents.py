@@ -559,6 +559,11 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # an HTML block's end is looked for on its first line from its start
         ("<!-->\nText.\n", ["Text."], "<!-->\n译。\n"),
         ("<?>\nText.\n", ["Text."], "<?>\n译。\n"),
+        # a declaration opens with "<!" and a letter of either case; the block-level tags
+        # (which interrupt a paragraph) are CommonMark's, no other
+        ("<!doctype html>\nText.\n", ["Text."], "<!doctype html>\n译。\n"),
+        ("Intro.\n<track/>\nMore.\n", ["Intro."], "译。\n<track/>\nMore.\n"),
+        ("Intro.\n<picture>\nMore.\n", ["Intro.", "More."], "译。\n<picture>\n译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

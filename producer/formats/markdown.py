@@ -71,14 +71,17 @@ _TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
 #: are a paragraph's).
 _INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~<]|\d{1,9}[.)])")
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+#: CommonMark's block-level tags.
 _HTML_BLOCK_TAGS = (
-    "address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|fieldset|"
-    "figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|"
-    "nav|ol|p|section|summary|table|tbody|td|tfoot|th|thead|title|tr|ul|video|audio|picture"
+    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
+    "details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|"
+    "h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|"
+    "optgroup|option|p|param|search|section|summary|table|tbody|td|tfoot|th|thead|title|tr|"
+    "track|ul"
 )
 #: HTML blocks that end at a blank line: CommonMark's type 6 (a block-level tag), which may
 #: interrupt a paragraph, and type 7 (any other tag alone on its line), which may not.
-_HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[\s/>]|$)", re.IGNORECASE)
+_HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[ \t]|/?>|$)", re.IGNORECASE)
 _HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>[ \t]*$")  # \s+ was quadratic
 _BLANK_LINE = re.compile(r"[ \t]*$")
 _HTML_UNTIL_MARKER = (
@@ -88,7 +91,7 @@ _HTML_UNTIL_MARKER = (
     ),
     (re.compile(r"[ ]{0,3}<!--"), re.compile(r"-->")),
     (re.compile(r"[ ]{0,3}<\?"), re.compile(r"\?>")),
-    (re.compile(r"[ ]{0,3}<![A-Z]"), re.compile(r">")),
+    (re.compile(r"[ ]{0,3}<![A-Za-z]"), re.compile(r">")),
     (re.compile(r"[ ]{0,3}<!\[CDATA\["), re.compile(r"\]\]>")),
 )
 
