@@ -398,6 +398,9 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("> [d]:\n> /x\n> Text.\n", ["Text."], "> [d]:\n> /x\n> 译。\n"),
         ("[d]:\n\n/x\n", ["d:", "/x"], "[译。]\n\n译。\n"),
         ("[d]:\n- /x\n", ["d:", "/x"], "[译。]\n- 译。\n"),
+        # in angle brackets too; a title may go on to a line starting with inline HTML
+        ("[d]:\n   <https://x.org>\nText.\n", ["Text."], "[d]:\n   <https://x.org>\n译。\n"),
+        ('[d]: /x "A\n<b>bold</b> title"\nText.\n', ["Text."], '[d]: /x "A\n<b>bold</b> title"\n译。\n'),
         # a definition in a quote or a list item is one too, after the markers (its title
         # going on to the quote's next lines), and a list item may open with one
         (

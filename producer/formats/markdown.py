@@ -68,8 +68,8 @@ _TITLE_START = re.compile(r"[ \t]*[\"'(]")
 _TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
 #: A line that may start a block other than a paragraph or be a table's delimiter row, and
 #: so cannot go on a title (read broadly: a title that meets one is no title, and its lines
-#: are a paragraph's).
-_INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~<]|\d{1,9}[.)])")
+#: are a paragraph's); one starting with "<" is told by `_interrupts`.
+_INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~]|\d{1,9}[.)])")
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: CommonMark's block-level tags.
 _HTML_BLOCK_TAGS = (
@@ -476,7 +476,7 @@ def _reference_end(rest: Callable[[int], str], count: int, i: int, definition: r
     if definition.group("destination") is None:
         following = rest(i + 1) if i + 1 < count else ""
         destination = _NEXT_LINE_DESTINATION.match(following)
-        if destination is None or _INTERRUPTS.match(following) or "|" in following:
+        if destination is None or _interrupts(following) or "|" in following:
             return None
         return _reference_end(rest, count, i + 1, destination)
     title = definition.group("title")
@@ -505,7 +505,7 @@ def _title_end(rest: Callable[[int], str], count: int, j: int, first: str, close
     for k in range(j, count):
         if k > j:
             content = rest(k)
-            if not content.strip() or _INTERRUPTS.match(content) or "|" in content:
+            if not content.strip() or _interrupts(content) or "|" in content:
                 return None
         end = content.find(closer)
         if closer == ")" and "(" in content[: None if end < 0 else end]:
@@ -513,6 +513,13 @@ def _title_end(rest: Callable[[int], str], count: int, j: int, first: str, close
         if end >= 0:
             return k if not content[end + 1 :].strip() else None
     return None
+
+
+def _interrupts(rest: str) -> bool:
+    """Whether ``rest`` (a line's content after its containers' markup) may start a block
+    other than a paragraph or be a table's delimiter row (`_INTERRUPTS`), or opens an HTML
+    block that interrupts a paragraph (a "<" opening none, as an autolink's, does not)."""
+    return bool(_INTERRUPTS.match(rest)) or _html_block_end(rest, False) is not None
 
 
 def _heading_end(content: str, start: int) -> int:
