@@ -401,6 +401,10 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         # in angle brackets too; a title may go on to a line starting with inline HTML
         ("[d]:\n   <https://x.org>\nText.\n", ["Text."], "[d]:\n   <https://x.org>\n译。\n"),
         ('[d]: /x "A\n<b>bold</b> title"\nText.\n', ["Text."], '[d]: /x "A\n<b>bold</b> title"\n译。\n'),
+        # a label may go on to the next lines (not past a blank line or another block)
+        ("[Read\nme]: /x\nText.\n", ["Text."], "[Read\nme]: /x\n译。\n"),
+        ("> [Read\n> me]:\n> /x 'T'\n> Text.\n", ["Text."], "> [Read\n> me]:\n> /x 'T'\n> 译。\n"),
+        ("[Read\n\nme]: /x\n", ["Read", "me", ": /x"], "[译。\n\n译。]译。\n"),
         # a definition in a quote or a list item is one too, after the markers (its title
         # going on to the quote's next lines), and a list item may open with one
         (
@@ -656,6 +660,8 @@ def test_a_line_of_unclosed_comments_is_read_in_linear_time():
         '[1]: /x "Open\n# Title\n' * 4_000,
         '[1]:\n/x "Open\n' * 10_000,  # the destination on the label's next line
         "[1]:\n" * 20_000,
+        "[Open label\n" * 20_000,
+        "[Open\n" + "label\n" * 40_000,
     ],
 )
 def test_definitions_with_open_titles_are_read_in_linear_time(content):

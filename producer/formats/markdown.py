@@ -62,6 +62,10 @@ _DESTINATION = (
 #: else on the line; or the label alone, its destination on the next line (see
 #: `_reference_end`).
 _REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:" + _DESTINATION + r"|$)")
+#: A definition's label left open on its line, and the line that closes it (no brackets in it).
+_LABEL_START = re.compile(r"[ ]{0,3}\[(?!\^)[^\[\]]*$")
+_LABEL_END = re.compile(r"[^\[\]]*\]:[ \t]*(?:" + _DESTINATION + r"|$)")
+_LABEL_MAX_CHARS = 999
 #: The next line of a definition whose label is alone on its line.
 _NEXT_LINE_DESTINATION = re.compile(r"[ \t]*" + _DESTINATION)
 _TITLE_START = re.compile(r"[ \t]*[\"'(]")
@@ -444,8 +448,10 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield Cut(line.stop, containers, None, empty_item)
         elif goes_on and leaf == "paragraph":
             yield _TextLine(line.start + position, end, "text", continues=True)
-        elif (definition := _REFERENCE.match(content, position)) and (
-            last := _reference_end(partial(_rest, text, lines, containers), len(lines), i - 1, definition)
+        elif (
+            last := _definition_end(
+                partial(_rest, text, lines, containers), len(lines), i - 1, content[position:]
+            )
         ) is not None:
             leaf = None
             yield None
@@ -463,6 +469,28 @@ def _fence(rest: str) -> re.Match[str] | None:
     if fence and fence.group(1)[0] == "`" and "`" in rest[fence.end() :]:
         return None
     return fence
+
+
+def _definition_end(rest: Callable[[int], str], count: int, i: int, content: str) -> int | None:
+    """Index of the last line of the link reference definition at the start of ``content``
+    (line ``i``'s, after its containers' markup), or None if there is none (`_reference_end`
+    tells ``rest`` and ``count``). Its label may go on to the next lines, but not past a
+    blank line, a line that may start another block or 999 characters."""
+    definition = _REFERENCE.match(content)
+    if definition:
+        return _reference_end(rest, count, i, definition)
+    if not _LABEL_START.match(content):
+        return None
+    length = len(content)
+    for k in range(i + 1, count):
+        following = rest(k)
+        length += len(following)
+        if length > _LABEL_MAX_CHARS or not following.strip() or _interrupts(following) or "|" in following:
+            return None
+        if "[" in following or "]" in following:
+            end = _LABEL_END.match(following)
+            return None if end is None else _reference_end(rest, count, k, end)
+    return None
 
 
 def _reference_end(rest: Callable[[int], str], count: int, i: int, definition: re.Match[str]) -> int | None:
