@@ -405,6 +405,11 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("[Read\nme]: /x\nText.\n", ["Text."], "[Read\nme]: /x\n译。\n"),
         ("> [Read\n> me]:\n> /x 'T'\n> Text.\n", ["Text."], "> [Read\n> me]:\n> /x 'T'\n> 译。\n"),
         ("[Read\n\nme]: /x\n", ["Read", "me", ": /x"], "[译。\n\n译。]译。\n"),
+        # a label holds no bracket but an escaped one, and not only spaces
+        ("[ref[]: /uri\n", ["ref: /uri"], "[[译。]\n"),
+        ("[a\\]b]: /x\nText.\n", ["Text."], "[a\\]b]: /x\n译。\n"),
+        ("[ ]: /uri\n", [": /uri"], "[ ]译。\n"),
+        ("[\n ]: /uri\n", [": /uri"], "[\n ]译。\n"),
         # a definition in a quote or a list item is one too, after the markers (its title
         # going on to the quote's next lines), and a list item may open with one
         (

@@ -57,14 +57,18 @@ _DESTINATION = (
     r"(?P<destination><[^<>\n]*>|[^\s<]\S*)"
     r"(?:[ \t]+(?P<title>\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
 )
-#: A link reference definition (not a footnote, ``[^1]:``): a label, a destination, and an
-#: optional title (which may go on to the next lines, or start on the next one), and nothing
-#: else on the line; or the label alone, its destination on the next line (see
-#: `_reference_end`).
-_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)[^\]]+\]:[ \t]*(?:" + _DESTINATION + r"|$)")
-#: A definition's label left open on its line, and the line that closes it (no brackets in it).
-_LABEL_START = re.compile(r"[ ]{0,3}\[(?!\^)[^\[\]]*$")
-_LABEL_END = re.compile(r"[^\[\]]*\]:[ \t]*(?:" + _DESTINATION + r"|$)")
+#: A character of a definition's label: no bracket but an escaped one.
+_LABEL = r"(?:[^\[\]\\]|\\.)"
+#: A link reference definition (not a footnote, ``[^1]:``): a label (not only spaces), a
+#: destination, and an optional title (which may go on to the next lines, or start on the
+#: next one), and nothing else on the line; or the label alone, its destination on the next
+#: line (see `_reference_end`).
+_REFERENCE = re.compile(
+    r"[ ]{0,3}\[(?!\^)(?=[ \t]*[^\s\]])" + _LABEL + r"+\]:[ \t]*(?:" + _DESTINATION + r"|$)"
+)
+#: A definition's label left open on its line, and the line that closes it.
+_LABEL_START = re.compile(r"[ ]{0,3}\[(?!\^)(?P<label>" + _LABEL + r"*)$")
+_LABEL_END = re.compile(r"(?P<label>" + _LABEL + r"*)\]:[ \t]*(?:" + _DESTINATION + r"|$)")
 _LABEL_MAX_CHARS = 999
 #: The next line of a definition whose label is alone on its line.
 _NEXT_LINE_DESTINATION = re.compile(r"[ \t]*" + _DESTINATION)
@@ -474,14 +478,15 @@ def _fence(rest: str) -> re.Match[str] | None:
 def _definition_end(rest: Callable[[int], str], count: int, i: int, content: str) -> int | None:
     """Index of the last line of the link reference definition at the start of ``content``
     (line ``i``'s, after its containers' markup), or None if there is none (`_reference_end`
-    tells ``rest`` and ``count``). Its label may go on to the next lines, but not past a
-    blank line, a line that may start another block or 999 characters."""
+    tells ``rest`` and ``count``). Its label, not only spaces, may go on to the next lines,
+    but not past a blank line, a line that may start another block or 999 characters."""
     definition = _REFERENCE.match(content)
     if definition:
         return _reference_end(rest, count, i, definition)
-    if not _LABEL_START.match(content):
+    start = _LABEL_START.match(content)
+    if not start:
         return None
-    length = len(content)
+    length, label = len(content), start.group("label").strip()
     for k in range(i + 1, count):
         following = rest(k)
         length += len(following)
@@ -489,7 +494,10 @@ def _definition_end(rest: Callable[[int], str], count: int, i: int, content: str
             return None
         if "[" in following or "]" in following:
             end = _LABEL_END.match(following)
-            return None if end is None else _reference_end(rest, count, k, end)
+            if end is None or not (label or end.group("label").strip()):
+                return None
+            return _reference_end(rest, count, k, end)
+        label = label or following.strip()
     return None
 
 
