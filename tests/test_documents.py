@@ -410,6 +410,15 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("[a\\]b]: /x\nText.\n", ["Text."], "[a\\]b]: /x\n译。\n"),
         ("[ ]: /uri\n", [": /uri"], "[ ]译。\n"),
         ("[\n ]: /uri\n", [": /uri"], "[\n ]译。\n"),
+        # a footnote's label needs no space after it, and its next lines (past blank lines
+        # too) are indented 4 columns, 8 for code
+        ("[^1]:Note text.\n", ["Note text."], "[^1]:译。\n"),
+        (
+            "[^note]: Text.\n\n    More text.\n\n        code\n",
+            ["Text.", "More text."],
+            "[^note]: 译。\n\n    译。\n\n        code\n",
+        ),
+        ("[^1]:\n\n    Note.\n", ["Note."], "[^1]:\n\n    译。\n"),
         # a definition in a quote or a list item is one too, after the markers (its title
         # going on to the quote's next lines), and a list item may open with one
         (

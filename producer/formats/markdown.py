@@ -43,9 +43,12 @@ _QUOTE = 0
 MAX_CONTAINERS = 64
 _SPACES = re.compile(r"[ \t]*")
 _WHITESPACE_TO_END = re.compile(r"\s*\Z")
-#: A list item's marker, or a footnote's label (read as a list item), before a space, a tab or
-#: the end of the line.
-_LIST_MARKER = re.compile(r"(?:[-*+]|(?P<number>\d{1,9})[.)]|\[\^[^\]]+\]:)(?=[ \t]|$)")
+#: A list item's marker, before a space, a tab or the end of the line.
+_LIST_MARKER = re.compile(r"(?:[-*+]|(?P<number>\d{1,9})[.)])(?=[ \t]|$)")
+#: A footnote's label, which opens a container as a list item does, its next lines indented
+#: ``_FOOTNOTE_WIDTH`` columns (as GFM and Pandoc read them).
+_FOOTNOTE = re.compile(r"\[\^[^\]]+\]:")
+_FOOTNOTE_WIDTH = 4
 _TASK = re.compile(r"\[[ xX]\][ \t]+")  # a task list item's box: markup
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})")
@@ -308,12 +311,12 @@ def _rest(text: str, lines: Sequence[Line], containers: tuple[int, ...], k: int)
 
 
 def _list_item(cursor: _Cursor, position: int, column: int, interrupting: bool) -> int:
-    """If a list item (or a footnote) opens at ``position`` (at ``column``) of the cursor's
-    line, its width, which its next lines are indented by (from the cursor's column): its
-    marker's indentation, the marker and the spaces after it, or one space where these are
-    five columns or more (the item opens with indented code) or the line has no more; the
-    cursor moved past them. Else 0. A list item that interrupts a paragraph
-    (``interrupting``) has text, and an ordered one starts at 1."""
+    """If a list item opens at ``position`` (at ``column``) of the cursor's line, its width,
+    which its next lines are indented by (from the cursor's column): its marker's
+    indentation, the marker and the spaces after it, or one space where these are five
+    columns or more (the item opens with indented code) or the line has no more; the cursor
+    moved past them. Else 0. A list item that interrupts a paragraph (``interrupting``) has
+    text, and an ordered one starts at 1."""
     content = cursor.content
     marker = _LIST_MARKER.match(content, position)
     if not marker:
@@ -377,6 +380,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         if leaf not in ("paragraph", "table"):
             leaf = None  # (a fence, HTML block or indented code the line is not in)
         opened: list[int] = []  # the containers the line opens
+        item = False  # whether the last of them is a list item (not a quote nor a footnote)
         kind = None  # the leaf block the line opens
         tails: dict[str, int] = {}  # see `_rule`
         while not blank:
@@ -392,6 +396,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if char == ">":
                 if depth < MAX_CONTAINERS:
                     opened.append(_QUOTE)
+                    item = False
                 cursor.skip_quote_marker(position, column)
             elif char == "#" and _HEADING.match(content, position):
                 kind = "heading"
@@ -411,18 +416,24 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             elif width := _list_item(cursor, position, column, interrupting):
                 if depth < MAX_CONTAINERS:
                     opened.append(width)
+                    item = True
+            elif char == "[" and (footnote := _FOOTNOTE.match(content, position)):
+                if depth < MAX_CONTAINERS:
+                    opened.append(_FOOTNOTE_WIDTH)
+                    item = False
+                cursor.move(footnote.end(), column + footnote.end() - position)
             else:
                 break
             position, column = cursor.next_nonspace()
             blank = _blank(content, position)
-        opens_item = any(width != _QUOTE for width in opened)
+        opens_item = any(width != _QUOTE for width in opened)  # (a footnote's too)
         end = line.start + max(position, len(content.rstrip()))
         if kind is None and not blank and leaf == "paragraph" and not opened and matched < len(containers):
             yield _TextLine(line.start + position, end, "text", continues=True)  # lazily
             continue
         goes_on = matched == len(containers) and not opened  # in the open leaf block's containers
         containers = containers[:matched] + tuple(opened)
-        empty_item = bool(opened) and opened[-1] != _QUOTE and blank
+        empty_item = item and blank
         header = False
         if kind is None and not blank and "|" in content[position:]:
             header = i < len(lines) and _is_delimiter(_rest(text, lines, containers, i))
@@ -461,7 +472,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             yield None
             i = last + 1
         else:  # a new paragraph
-            task = _TASK.match(content, position) if opened and opened[-1] != _QUOTE else None
+            task = _TASK.match(content, position) if item else None
             leaf = "paragraph"
             yield _TextLine(line.start + (task.end() if task else position), end, "text")
 
