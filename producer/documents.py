@@ -59,7 +59,7 @@ class Resume:
     """How a window of a file that does not start it is read (``producer.streaming``): no
     byte order mark is looked for at its start; ``header`` is the names of the header of a
     CSV/TSV table (the window has none), ``markdown`` the Markdown block scanner's state at
-    the cut the window starts at (by default: after a blank line, outside any list)."""
+    the cut the window starts at (by default: after a blank line, outside any quote or list)."""
 
     header: Sequence[str] | None = None
     markdown: markdown.Cut = markdown.Cut(0)

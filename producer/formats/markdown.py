@@ -33,8 +33,8 @@ from producer.formats.lines import Line, split_lines
 from producer.formats.markdown_inline import markup, pair_markup
 from producer.layout import LayoutBuilder
 
-#: In a container stack: a block quote. A list item is the width of its marker and the spaces
-#: after it (more than 0): the columns its next lines are indented by.
+#: In a container stack: a block quote. A list item (or a footnote) is its width, more than 0:
+#: the columns its next lines are indented by past the container around it.
 _QUOTE = 0
 #: How deep block quotes and list items nest: a marker past that depth is passed through as
 #: markup but opens no container, the rest of its line read in the deepest one. (markdown-it
@@ -340,11 +340,12 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     container markers and before each heading, line opening a list item and table row (see
     `Cut`), and None for each other passthrough line or block. ``start``: see `build`.
 
-    As CommonMark's parsing strategy: each line goes on the open containers it has the
-    markup of, then may open more containers and a leaf block (a heading, fence, HTML block,
-    indented code, thematic break, setext underline), or goes on the open leaf block, else
-    lazily on a paragraph left open in containers it does not go on, else is a new
-    paragraph (or table, or link reference definition)."""
+    As CommonMark's parsing strategy: each line goes on the open containers whose markup it
+    has, and on the fence, HTML block or indented code open in the last of them; else it may
+    open more containers and a leaf block (a heading, fence, HTML block, indented code,
+    thematic break, setext underline), or go on the open paragraph or table, or lazily on a
+    paragraph left open in containers it does not go on, or start a new paragraph (or table,
+    or link reference definition)."""
     lines = list(split_lines(text))
     i = 0 if start is not None else _front_matter_end(text, lines)
     if i:
