@@ -18,7 +18,9 @@ One run of an entry, under a Redis lock so that runs of one entry never overlap:
 A file has settled once it has stayed unchanged for the entry's `settle` seconds: its
 mtime is at least that old, or, for an mtime ahead of this clock (clock skew, a file
 unpacked from an archive), an earlier scan at least that long ago found the same size and
-mtime (the last scan's records of unsettled files are kept for this, `RunStore.settling`).
+mtime (the last scan's records of files whose mtime is less than `settle` old are kept for
+this, `RunStore.settling`, those of files it took too, so that the next scan finds them
+settled and does not defer them again).
 A file still being written, a slow copy or an upload, is thus left for a later run,
 listed as skipped ("deferred: ..."); it never waits on the clock to catch up with its mtime.
 
@@ -172,16 +174,19 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)
-    earlier, settling = store.runs.settling(entry.name), {}
+    earlier, settling, waiting = store.runs.settling(entry.name), {}, []
     files, invalid, skipped = {}, {}, {}
     for name, task in named.items():
         if not is_text(name):
             skipped[printable(name)] = "the file name is not UTF-8"
             continue
         try:
-            unsettled = _unsettled(task.source.stat(), earlier.get(name), entry.settle)
-            if unsettled:
-                settling[name], skipped[name] = unsettled
+            record, deferred = _settling(task.source.stat(), earlier.get(name), entry.settle)
+            if record:
+                settling[name] = record
+            if deferred:
+                skipped[name] = deferred
+                waiting.append(name)
                 continue
             content = _digest(task.source, options)
         except OSError as exc:  # it vanished (or is unreadable) since the listing
@@ -206,12 +211,12 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             continue
         files[name] = digest
     store.runs.keep_settling(entry.name, settling)
-    if settling:
+    if waiting:
         logger.info(
             "inbox %s: %d file(s) deferred until they settle: %s",
             entry.name,
-            len(settling),
-            ", ".join(settling),
+            len(waiting),
+            ", ".join(waiting),
         )
     run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
     if not files:
@@ -225,26 +230,32 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     return run
 
 
-def _unsettled(status: os.stat_result, earlier: str | None, settle: float) -> tuple[str, str] | None:
-    """None once the file of `status` has settled (see the module docstring); else the record
-    of it to keep for the next scan (`earlier` is the last scan's, if any) and why it is
-    deferred. Anything but a regular file is never deferred: the read refuses it, as ever."""
+def _settling(status: os.stat_result, earlier: str | None, settle: float) -> tuple[str | None, str | None]:
+    """The record of the file of `status` to keep for the next scan (`earlier` is the last
+    scan's, if any), and why it is deferred (None once it has settled; see the module
+    docstring). The record is kept while the mtime is less than `settle` old, ahead of this
+    clock say, even once the file has settled, so that the next scan finds it settled too
+    instead of deferring it anew. Anything but a regular file is never deferred: the read
+    refuses it, as ever."""
     if not stat.S_ISREG(status.st_mode):
-        return None
+        return None, None
     now, limit = time.time_ns(), round(settle * 1e9)
+    age = now - status.st_mtime_ns
+    if age >= limit:
+        return None, None
     shape = f"{status.st_size}:{status.st_mtime_ns}:"
     since = now
     if earlier and earlier.startswith(shape):  # unchanged since the last scan
         with contextlib.suppress(ValueError):  # a record garbled in Redis counts as none
             since = min(now, int(earlier.removeprefix(shape)))
-    age = now - status.st_mtime_ns
-    if age >= limit or now - since >= limit:
-        return None
+    record = f"{shape}{since}"
+    if now - since >= limit:
+        return record, None
     if age >= 0:
         why = f"changed {age / 1e9:.1f} s ago; taken once unchanged for {settle:g} s"
     else:
         why = f"its mtime is {-age / 1e9:,.1f} s ahead of this clock; taken once unchanged for {settle:g} s"
-    return f"{shape}{since}", f"deferred: {why}"
+    return record, f"deferred: {why}"
 
 
 def _settings_digest(entry: InboxEntry, options: ReadOptions) -> str:
