@@ -56,7 +56,7 @@ from redis.exceptions import LockError
 from producer import defaults
 from producer.documents import DocumentError, ReadOptions, format_of
 from producer.files import contained, plan_files
-from producer.inputs import file_digest, input_digest, open_regular
+from producer.inputs import failure, file_digest, input_digest, open_regular
 from producer.jobs import (
     JobBuilder,
     OriginalMissing,
@@ -371,7 +371,7 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             problems.append(f"{exc} (not delivered; submitted again at the next run)")
             delivered.pop(name or "", None)
         except (DocumentError, OSError) as exc:  # the outbox refused it: the others go on
-            problems.append(f"{record.target}: {exc} (not delivered; submitted again at the next run)")
+            problems.append(f"{failure(record.target, exc)} (not delivered; submitted again at the next run)")
             delivered.pop(name or "", None)
     store.runs.mark_seen(run.inbox, delivered)
     message = "; ".join(problems)
