@@ -50,7 +50,7 @@ from producer.streaming import StreamedDocument
 from store.errors import is_text
 from store.jobstore import CANCELLED, DeadLetter, DocumentRecord, JobStore, NewJob, WindowRecord
 from store.keys import new_job_id
-from store.queues import model_key, model_queue, send_chunks
+from store.queues import model_key, model_queue, send_chunks, send_delivery
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,8 @@ class JobBuilder:
 
     def submit(self, *, out: str, origin: str, extra: dict[str, str] | None = None) -> str:
         """Store the job's last chunks and counters, then queue its chunks on its model's
-        queue, read back from Redis a batch at a time; returns the job's id."""
+        queue, read back from Redis a batch at a time; returns the job's id. An inbox job
+        (`extra` naming its inbox) with nothing to translate is sent for delivery at once."""
         chunks = self.chunker.finish()
         self.writer.chunks(self.chunker.chunks - len(chunks), chunks)
         self.writer.flush()
@@ -249,7 +250,8 @@ class JobBuilder:
             )
         )
         send_chunks(self.store.settings, self.job_id, self.store.chunks(self.job_id, count), count, queue)
-        self.store.try_finalize(self.job_id)
+        if self.store.try_finalize(self.job_id) and "inbox" in (extra or {}):
+            send_delivery(self.store.settings, self.job_id)
         return self.job_id
 
     def discard(self) -> None:

@@ -24,6 +24,7 @@ from store import defaults
 from store.config import Settings
 from store.jobstore import CorruptRecord, JobStore
 from store.keys import InboxKeys, JobKeys
+from store.queues import queue_length
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
 
 pytest_plugins = ["distributed_support"]
@@ -172,6 +173,20 @@ def test_a_finished_job_is_delivered_to_the_configured_outbox_only(store, entry,
     assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
     assert not (tmp_path / "elsewhere").exists()
     assert store.runs.list("docs")[-1].state == DELIVERED
+
+
+def test_a_job_with_nothing_to_translate_is_sent_for_delivery_at_once(store, entry):
+    # Finished at submit (no sentence, so no worker finishes it): the scan sends its delivery,
+    # as a worker's last write would, instead of leaving it to the entry's next run.
+    (Path(entry.inbox) / "a.txt").write_text("", encoding="utf-8")
+    (Path(entry.inbox) / "code.md").write_text("```\nkept()\n```\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and store.info(run.job).finished
+    assert queue_length(store.settings, store.settings.inbox_queue) == 1
+    deliver_job(store, run.job, {"docs": entry})
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == ""
+    assert (Path(entry.outbox) / "code.md").read_text(encoding="utf-8") == "```\nkept()\n```\n"
+    assert store.runs.get("docs", run.run_id).state == DELIVERED
 
 
 def test_a_stored_target_outside_the_outbox_is_refused(store, entry, tmp_path):
