@@ -4,11 +4,11 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 
     [[inbox]]
     name = "support"                 # unique; letters, digits, '_', '-': names the runs and lock
-    inbox = "/data/inbox/support"    # scanned for .txt .md .jsonl .csv .tsv (also .gz, .zst)
+    inbox = "/data/inbox/support"    # scanned for .txt .md .jsonl .csv .tsv (also .gz, .zst) .parquet
     outbox = "/data/outbox/support"  # translations land here, mirrored as `transqueue translate`
     schedule = "*/10 * * * *"        # a crontab line (UTC), or seconds between runs (a number)
     fields = ["text"]                # optional: JSONL fields to translate
-    columns = ["body"]               # optional: CSV/TSV columns to translate
+    columns = ["body"]               # optional: CSV/TSV/Parquet columns to translate
     reflow = false                   # optional: .txt hard-wrapped paragraphs
     protect = ['\b[A-Z]+-\d+\b']     # optional: text kept as is (ticket ids), as --protect
     settle = 3                       # optional: seconds a file must stay unchanged to be taken
