@@ -134,11 +134,16 @@ def parse_text(
         markdown.build(builder, resume.markdown if resume else None)
     elif fmt == "jsonl":
         if not options.fields:
-            raise DocumentError(f"{where}: a JSONL document needs at least one field (--field)")
+            raise DocumentError(
+                f"{where}: a JSONL document needs at least one field (--field, or fields in a schedule entry)"
+            )
         jsonl.build(builder, options.fields, where, options.reflow, first_line)
     elif fmt in defaults.DELIMITERS:
         if not options.columns:
-            raise DocumentError(f"{where}: a {fmt.upper()} document needs at least one column (--column)")
+            raise DocumentError(
+                f"{where}: a {fmt.upper()} document needs at least one column "
+                "(--column, or columns in a schedule entry)"
+            )
         header = resume.header if resume else None
         table.build(builder, options.columns, fmt, defaults.DELIMITERS[fmt], where, first_line, header)
     else:

@@ -161,7 +161,7 @@ def test_unknown_format_and_missing_field(inputs, tiny_bundle):
     result = CliRunner().invoke(
         main, ["translate", str(inputs / "corpus.jsonl"), "--model", str(tiny_bundle)]
     )
-    assert result.exit_code == 1 and "needs at least one field (--field)" in result.output
+    assert result.exit_code == 1 and "needs at least one field (--field, or fields" in result.output
 
 
 def test_out_ending_in_a_slash_is_a_directory_even_before_it_exists(tmp_path, tiny_bundle):

@@ -134,7 +134,12 @@ def test_cells_render_their_translations_and_identity_gives_the_input(tmp_path, 
             "t.parquet: no column 'body'; its 4 columns are 'id', 'text', 'note', 'score'",
         ),
         ("t.parquet", ("score",), "t.parquet: column 'score' holds float, not strings"),
-        ("t.parquet", (), "t.parquet: a Parquet document needs at least one column (--column)"),
+        (
+            "t.parquet",
+            (),
+            "t.parquet: a Parquet document needs at least one column "
+            "(--column, or columns in a schedule entry)",
+        ),
         ("t.parquet.gz", ("text",), "t.parquet.gz: a Parquet file is compressed inside"),
         ("bad.parquet", ("text",), "bad.parquet: not a readable Parquet file"),
     ],

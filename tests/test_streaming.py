@@ -530,4 +530,7 @@ def test_missing_options_fail_before_reading(tmp_path):
     report = RunReport()
     tasks = [FileTask(Path(tmp_path / "a.csv"), tmp_path / "a.zh.csv")]
     assert read_tasks(tasks, RunOptions(), report) == []
-    assert report.errors == [f"{tmp_path / 'a.csv'}: a CSV document needs at least one column (--column)"]
+    assert report.errors == [
+        f"{tmp_path / 'a.csv'}: a CSV document needs at least one column "
+        "(--column, or columns in a schedule entry)"
+    ]

@@ -152,7 +152,11 @@ def test_a_header_bom_before_a_quoted_name_does_not_hide_it_from_later_windows(t
         ("id,text\n1,x\n", ("5",), "t.csv: no column '5'; its 2 columns are 'id', 'text'"),
         ('id,text\n1,"open\n2,x\n', ("text",), "t.csv:2: a quoted cell is never closed"),
         ('id,text\n1,"a"b\n', ("text",), "t.csv:2: text after the closing quote"),
-        ("id,text\n", (), "t.csv: a CSV document needs at least one column (--column)"),
+        (
+            "id,text\n",
+            (),
+            "t.csv: a CSV document needs at least one column (--column, or columns in a schedule entry)",
+        ),
         (
             "id,text,text\n1,x,y\n",
             ("text",),

@@ -140,7 +140,10 @@ class ParquetDocument:
     def _open(self, where: Path | Any) -> Any:
         pa = _pyarrow()
         if not self.options.columns:
-            raise DocumentError(f"{self.path}: a Parquet document needs at least one column (--column)")
+            raise DocumentError(
+                f"{self.path}: a Parquet document needs at least one column "
+                "(--column, or columns in a schedule entry)"
+            )
         if self.path.suffix.lower() != ".parquet":
             raise DocumentError(f"{self.path}: a Parquet file is compressed inside; read it uncompressed")
         check_regular(self.path)
