@@ -150,8 +150,9 @@ MAX_MEMORY_PER_CHILD = 450_000
 SCHEDULE = ""
 
 #: TRANSQUEUE_INBOX_LOCK_TIMEOUT: seconds an inbox run may hold its lock (a crashed run's lock
-#: expires after this).
-INBOX_LOCK_TIMEOUT = 600
+#: expires after this, and the entry's runs and deliveries wait until then). A live run
+#: extends it every third of this, so it bounds only a crashed run's wait, not a run's length.
+INBOX_LOCK_TIMEOUT = 120
 
 #: Seconds a worker's or the scheduler's Redis client retries a lost connection (a Redis
 #: restart, an AOF load) before the error reaches the task.
