@@ -176,6 +176,8 @@ def is_target_language(text: str) -> bool:
 _IS_CJK = re.compile(f"[{_CJK}]")
 _BUILT_IN = tuple(re.compile(pattern) for pattern in BUILT_IN.values())
 #: The patterns whose match (a URL, an address's or a domain's path) may end in a ")" it opened
+#: The pairs of characters kept with a link they enclose exactly
+_ENCLOSING = frozenset({"()", "<>"})
 _LINKS = frozenset(_BUILT_IN[list(BUILT_IN).index(kind)] for kind in ("url", "email", "domain"))
 
 
@@ -183,14 +185,15 @@ def _link_span(text: str, match: re.Match[str]) -> Span:
     """The span of a URL, address or domain ``match``, taking in the ")"s right after it that
     close a "(" of its own (https://en.wikipedia.org/wiki/Python_(language)): a URL's last ")"
     is left out as prose, the end of a parenthesis around it, unless the URL opened it. A
-    parenthesis around exactly the link, "(https://x.org/a)", is taken in whole (its halves
-    went to the model with the words on either side, and came back without them); one that
-    holds more, "(see https://x.org/a)", is prose."""
+    parenthesis or angle brackets around exactly the link, "(https://x.org/a)" or
+    "<a@b.com>", are taken in whole (their halves went to the model with the words on either
+    side, and came back without them); a parenthesis that holds more, "(see
+    https://x.org/a)", is prose."""
     start, end = match.span()
     unclosed = text.count("(", start, end) - text.count(")", start, end)
     while unclosed > 0 and end < len(text) and text[end] == ")":
         unclosed -= 1
         end += 1
-    if text[start - 1 : start] == "(" and text[end : end + 1] == ")":
+    if text[start - 1 : start] + text[end : end + 1] in _ENCLOSING:
         return start - 1, end + 1
     return start, end

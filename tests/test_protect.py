@@ -234,6 +234,18 @@ def test_a_parenthesis_around_exactly_a_url_is_protected_with_it(text, expected)
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Mail <a@b.com> or see <https://x.org/a>.", ["<a@b.com>", "<https://x.org/a>"]),
+        ("Shops <x.org> and <x.org:80/a>!", ["<x.org>", "<x.org:80/a>"]),
+        ("See <https://x.org/a now> or <b x.org>.", ["https://x.org/a", "x.org"]),
+    ],
+)
+def test_angle_brackets_around_exactly_a_url_are_protected_with_it(text, expected):
+    assert spans_of(text) == expected
+
+
+@pytest.mark.parametrize(
     ("text", "segments", "translations", "output"),
     [
         (  # "A page (" and ") now." went to the model, which dropped the parentheses
@@ -249,6 +261,12 @@ def test_a_parenthesis_around_exactly_a_url_is_protected_with_it(text, expected)
             "一页（见 https://x.org/a）现在。",
         ),
         ("(https://x.org/a) Now.", ["Now."], ["现在。"], "(https://x.org/a) 现在。"),
+        (  # "Mail" + " <" and "> now." went to the model, which dropped the brackets
+            "Mail <a@b.com> now.",
+            ["Mail", "now."],
+            ["邮件", "现在。"],
+            "邮件 <a@b.com> 现在。",
+        ),
     ],
 )
 def test_a_url_in_parentheses_is_rendered_once_with_them(text, segments, translations, output):
