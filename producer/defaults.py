@@ -96,6 +96,13 @@ MAX_FILE_BYTES = _env_number("TRANSQUEUE_MAX_FILE_BYTES", 64 << 30, 1)
 #: FAT file systems and well within any scan interval (`producer.inbox`).
 INBOX_SETTLE_S = 3.0
 
+#: Seconds between two checks of the scheduler for finished inbox jobs left undelivered (their
+#: deliver task lost with a killed worker or a crashed Redis, or their delivery put off by an
+#: entry lock a crashed run left): such a job reaches its outbox within this, not at its entry's
+#: next run, a day later for a daily one. A check with nothing to deliver only reads the run
+#: records (`producer.inbox.deliver_finished`).
+INBOX_CATCHUP_INTERVAL_S = 60.0
+
 #: Bytes read from an input file at a time; each piece is checked against MAX_LINE_BYTES as it
 #: arrives, so a file made of one endless line is refused after about this much more.
 READ_CHUNK_BYTES = 1 << 20

@@ -3,8 +3,8 @@
 One run of an entry, under a Redis lock so that runs of one entry never overlap:
 
 1. deliver every earlier run whose job has finished (normally the deliver task, which the
-   worker that finished the job sends to the scheduler, already did; this catches a
-   delivery that was lost);
+   worker that finished the job sends to the scheduler, or the scheduler's catch-up, below,
+   already did);
 2. hash every document file of the inbox (found and named in the outbox as
    `transqueue translate INBOX --out OUTBOX` does, less the names in a directory or file
    starting with '.', which writers such as rsync use for files in progress) that has
@@ -33,6 +33,15 @@ again at the next run.
 The lock expires after TRANSQUEUE_INBOX_LOCK_TIMEOUT seconds (so a crashed run does not
 block the entry for long); a thread extends it every third of that while the run goes on.
 A lock lost anyway is noted in the run's message, never raised.
+
+A deliver task can be lost (the worker killed before it sent it, Redis crashing before it
+persisted it), and a delivery gives up when a run, or a crashed run's orphaned lock, holds
+the lock. The scheduler's catch-up (`deliver_finished`, sent by beat every
+`defaults.INBOX_CATCHUP_INTERVAL_S`) delivers such jobs without waiting for the entry's next
+run: it reads the entry's run records and, only if a submitted run's job has ended, takes the
+lock without waiting and delivers as a run does (a lock held is left for the next check). A
+delivery reads its run under the lock and writes only a run still submitted, so a job is
+never delivered twice.
 """
 
 from __future__ import annotations
@@ -68,6 +77,7 @@ from producer.jobs import (
 from producer.schedule import InboxEntry
 from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
+from store.keys import BadName
 from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
 logger = logging.getLogger(__name__)
@@ -141,9 +151,7 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
         return run
     try:
         store.runs.replace_corrupt(entry.name)
-        for earlier in store.runs.list(entry.name):
-            if earlier.state == SUBMITTED:
-                _deliver(store, earlier, entry)
+        _deliver_submitted(store, entry)
         run = lock.note(_submit_new(store, entry, run))
         store.runs.save(run)
         return run
@@ -315,13 +323,49 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
         lock.release()
 
 
+def deliver_finished(store: JobStore, entry: InboxEntry) -> None:
+    """The catch-up of an entry (see the module docstring): deliver its submitted runs whose
+    job has ended, unless a run or delivery of the entry holds its lock. With none, it only
+    reads the entry's run records and the jobs of those still submitted."""
+    runs, _ = store.runs.read(entry.name)  # a record that is not a run is the scan's to report
+    if not _ended(store, [run.job for run in runs if run.state == SUBMITTED]):
+        return
+    lock = _EntryLock(store, entry.name)
+    if not lock.acquire():
+        return  # a run or delivery of the entry is going on, or a crashed run's lock: the next check
+    try:
+        _deliver_submitted(store, entry)
+    finally:
+        lock.release()
+
+
+def _ended(store: JobStore, jobs: list[str]) -> bool:
+    """Whether any of `jobs` (those of submitted runs) has ended for `_write_outputs`:
+    finished, cancelled, expired, or not a job (a record or an id tampered with)."""
+    if not jobs:
+        return False
+    try:
+        infos = {info.job_id: info for info in store.infos(jobs)}
+    except BadName:
+        return True
+    return any(job not in infos or infos[job].finished or infos[job].state == CANCELLED for job in jobs)
+
+
+def _deliver_submitted(store: JobStore, entry: InboxEntry) -> None:
+    """`_deliver` every submitted run of the entry, as recorded now (the caller holds the
+    entry's lock: a run another delivery wrote meanwhile reads as delivered, and is skipped)."""
+    for run in store.runs.list(entry.name):
+        if run.state == SUBMITTED:
+            _deliver(store, run, entry)
+
+
 def _deliver(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
     """`_write_outputs`, a failure recorded as the run's (a document that cannot be rendered, a
-    record missing or corrupt, an outbox error): no later run of the inbox is blocked by it,
-    and the run's files are submitted again."""
+    record missing or corrupt, a job id that names no job, an outbox error): no later run of
+    the inbox is blocked by it, and the run's files are submitted again."""
     try:
         _write_outputs(store, run, entry)
-    except (DocumentError, CorruptRecord, OSError) as exc:
+    except (DocumentError, CorruptRecord, BadName, OSError) as exc:
         store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
 
 

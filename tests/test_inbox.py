@@ -17,7 +17,7 @@ import pytest
 from producer import defaults as producer_defaults
 from producer import inbox
 from producer.files import FileTask, plan_files
-from producer.inbox import deliver_job, run_inbox
+from producer.inbox import deliver_finished, deliver_job, run_inbox
 from producer.jobs import JobBuilder
 from producer.schedule import InboxEntry
 from store import defaults
@@ -173,6 +173,73 @@ def test_a_finished_job_is_delivered_to_the_configured_outbox_only(store, entry,
     assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
     assert not (tmp_path / "elsewhere").exists()
     assert store.runs.list("docs")[-1].state == DELIVERED
+
+
+def test_a_finished_job_whose_delivery_was_lost_is_delivered_by_the_catch_up(store, entry, monkeypatch):
+    run = run_inbox(store, entry)
+    finish(store, run.job)  # and its deliver task never came
+    monkeypatch.setattr(inbox, "plan_files", None)  # no scan: the inbox is not even listed
+    deliver_finished(store, entry)
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
+    delivered = store.runs.get("docs", run.run_id)
+    assert delivered.state == DELIVERED and store.runs.list("docs") == [delivered]  # no new run
+    assert store.runs.seen("docs") == run.files
+    assert store.client.exists(InboxKeys("docs").lock) == 0  # released
+
+
+def test_the_catch_up_with_nothing_pending_reads_the_runs_only(store, entry, monkeypatch):
+    finish(store, run_inbox(store, entry).job)
+    deliver_finished(store, entry)  # delivered
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    in_flight = run_inbox(store, entry)  # its job not finished
+    assert in_flight.state == SUBMITTED and list(in_flight.files) == ["b.txt"]
+    records = {key: store.client.dump(key) for key in store.client.scan_iter("tq:inbox:*")}
+    (Path(entry.outbox) / "a.txt").unlink()
+    for name in ("plan_files", "_EntryLock", "write_document"):  # no scan, no lock, no write
+        monkeypatch.setattr(inbox, name, None)
+    deliver_finished(store, entry)
+    assert {key: store.client.dump(key) for key in store.client.scan_iter("tq:inbox:*")} == records
+    assert not any(Path(entry.outbox).iterdir())  # the delivered run is not written again
+
+
+def test_the_catch_up_and_a_deliver_task_racing_write_the_job_once(store, entry, monkeypatch):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    writes = []
+    write_document = inbox.write_document
+    monkeypatch.setattr(inbox, "write_document", lambda *args: writes.append(write_document(*args)))
+    ended = inbox._ended
+
+    def delivered_meanwhile(*args):  # the deliver task takes the lock first, and delivers
+        found = ended(*args)
+        deliver_job(store, run.job, {"docs": entry})
+        return found
+
+    monkeypatch.setattr(inbox, "_ended", delivered_meanwhile)
+    deliver_finished(store, entry)
+    assert len(writes) == 1 and store.runs.get("docs", run.run_id).state == DELIVERED
+
+
+def test_the_catch_up_leaves_a_held_lock_for_its_next_check(store, entry):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    crashed = store.client.lock(InboxKeys("docs").lock, timeout=60)  # a crashed run's, say
+    assert crashed.acquire(blocking=False)
+    started = time.monotonic()
+    deliver_finished(store, entry)
+    assert time.monotonic() - started < 1  # not waited on
+    assert store.runs.get("docs", run.run_id).state == SUBMITTED and not Path(entry.outbox).exists()
+    crashed.release()  # it expired
+    deliver_finished(store, entry)
+    assert store.runs.get("docs", run.run_id).state == DELIVERED
+
+
+def test_the_catch_up_fails_a_run_whose_job_id_was_tampered_with(store, entry):
+    run = run_inbox(store, entry)
+    store.runs.save(dataclasses.replace(run, job="../x"))
+    deliver_finished(store, entry)
+    failed = store.runs.get("docs", run.run_id)
+    assert failed.state == FAILED and "job id '../x' is not valid" in failed.message
 
 
 def test_a_job_with_nothing_to_translate_is_sent_for_delivery_at_once(store, entry):
