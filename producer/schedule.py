@@ -27,7 +27,7 @@ from celery.schedules import crontab
 from producer import defaults
 from producer.protect import ProtectError, compile_patterns
 from store.keys import BadName, check_name
-from store.queues import SCAN_TASK
+from store.queues import CATCHUP_TASK, SCAN_TASK
 
 #: The longest interval a schedule may give in seconds (a year): beat cannot wait longer.
 MAX_INTERVAL_S = 366 * 24 * 3600
@@ -179,11 +179,19 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
     return entry
 
 
+#: The beat entry of the deliveries' catch-up (`producer.inbox.deliver_finished`); an inbox
+#: entry's beat entry is ``inbox:NAME``, so no inbox name can take it.
+CATCHUP_ENTRY = "inbox-deliveries"
+
+
 def beat_schedule(entries: tuple[InboxEntry, ...]) -> dict[str, dict[str, Any]]:
-    """Celery `beat_schedule` with one scan task per inbox entry. A scan sent every N
-    seconds expires after N: when the scheduler falls behind (stopped, or a scan longer
-    than the interval), the next scan supersedes it instead of queueing behind it."""
-    schedule = {}
+    """Celery `beat_schedule` with one scan task per inbox entry, and the catch-up of their
+    deliveries every `defaults.INBOX_CATCHUP_INTERVAL_S` if there is any entry. A task sent
+    every N seconds expires after N: when the scheduler falls behind (stopped, or a scan
+    longer than the interval), the next one supersedes it instead of queueing behind it."""
+    interval = defaults.INBOX_CATCHUP_INTERVAL_S
+    catchup = {"task": CATCHUP_TASK, "schedule": interval, "args": [], "options": {"expires": interval}}
+    schedule = {CATCHUP_ENTRY: catchup} if entries else {}
     for e in entries:
         when = e.celery_schedule()
         options = {"expires": when} if isinstance(when, float) else {}

@@ -1,15 +1,18 @@
 """The scheduler: the producer-side Celery app that runs scheduled inbox jobs.
 
 It consumes the inbox queue (TRANSQUEUE_INBOX_QUEUE) and, with beat, sends one scan task
-per entry of the TRANSQUEUE_SCHEDULE file. Scans read, segment and submit documents, and
-deliveries render and write them: producer work, done next to the inbox and outbox
-directories, so translation workers never touch a file system or import the producer.
-Run it with `transqueue scheduler` (or `celery -A producer.scheduler worker --beat`).
+per entry of the TRANSQUEUE_SCHEDULE file, and a catch-up task every
+`producer.defaults.INBOX_CATCHUP_INTERVAL_S` that delivers finished jobs whose deliver
+task was lost.
+Scans read, segment and submit documents, and deliveries render and write them: producer
+work, done next to the inbox and outbox directories, so translation workers never touch a
+file system or import the producer. Run it with `transqueue scheduler` (or
+`celery -A producer.scheduler worker --beat`).
 
 Task messages are untrusted input (anyone who can write to Redis can send one): they
-carry no paths. A scan names an inbox, a delivery a job; directories come only from this
-process's own schedule file, and a message naming anything else is dropped with one log
-line.
+carry no paths. A scan names an inbox, a delivery a job, a catch-up nothing; directories
+come only from this process's own schedule file, and a message naming anything else is
+dropped with one log line.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from typing import Any
 
 from celery import signals
 
-from producer.inbox import deliver_job, run_inbox
+from producer.inbox import deliver_finished, deliver_job, run_inbox
 from producer.schedule import InboxEntry, beat_schedule, load_schedule
 from store.config import Settings, env_settings
 from store.jobstore import CorruptRecord, process_store
 from store.keys import BadName, check_name
 from store.leases import Sweeper
-from store.queues import DELIVER_TASK, INBOX, SCAN_TASK, make_app
+from store.queues import CATCHUP_TASK, DELIVER_TASK, INBOX, SCAN_TASK, make_app
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,8 @@ def schedule_of(path: str) -> tuple[InboxEntry, ...]:
 
 
 def beat_config(settings: Settings) -> dict[str, Any]:
-    """Celery settings for beat: one scan per entry of the schedule file, if there is one."""
+    """Celery settings for beat: one scan per entry of the schedule file, if there is one,
+    and the catch-up of their deliveries."""
     if not settings.schedule:
         return {}
     return {"beat_schedule": beat_schedule(schedule_of(settings.schedule))}
@@ -82,3 +86,20 @@ def scan_inbox(name: object) -> None:
         )
         return
     run_inbox(process_store(env_settings()), entry)
+
+
+@app.task(name=CATCHUP_TASK, shared=False)
+def deliver_finished_inbox_jobs(*args: object, **kwargs: object) -> None:
+    """Deliver the finished jobs of every configured inbox entry whose deliver task never came
+    (`producer.inbox.deliver_finished`). It takes no arguments; it accepts any, so that a
+    message with some is dropped with one log line rather than failed by Celery."""
+    if args or kwargs:
+        logger.warning(
+            "dropped a %s message: it takes no arguments, not %s",
+            CATCHUP_TASK,
+            f"{[*args, *kwargs]!r:.80}",
+        )
+        return
+    store = process_store(env_settings())
+    for entry in configured_inboxes().values():
+        deliver_finished(store, entry)

@@ -49,10 +49,10 @@ MAX_CONCURRENCY = 1024
 #: model: `<QUEUE>.<model key>` (`store.queues.model_queue`).
 QUEUE = "transqueue"
 
-#: TRANSQUEUE_INBOX_QUEUE: the Celery queue of the scheduled inbox tasks (scan, deliver). Apart
-#: from the chunks, so that a delivery never waits behind every queued chunk. Each app consumes
-#: its own queue only: the translation workers their model's chunk queue, the scheduler this
-#: one (`store.queues.celery_config`).
+#: TRANSQUEUE_INBOX_QUEUE: the Celery queue of the scheduled inbox tasks (scan, deliver,
+#: catch-up). Apart from the chunks, so that a delivery never waits behind every queued chunk.
+#: Each app consumes its own queue only: the translation workers their model's chunk queue,
+#: the scheduler this one (`store.queues.celery_config`).
 INBOX_QUEUE = "transqueue.inbox"
 
 #: TRANSQUEUE_CHUNK_SIZE: distinct sentences per task. A worker decodes a chunk's rows in

@@ -3,7 +3,7 @@
 Producers send tasks by name (`send_chunks`), workers and the scheduler register them on
 apps made by `make_app`, so neither side imports the other's code. The translation
 chunks travel on a queue per model, TRANSQUEUE_QUEUE.<model key> (`model_queue`), consumed
-by the workers that run exactly that model; the inbox scan and delivery tasks on
+by the workers that run exactly that model; the inbox scan, delivery and catch-up tasks on
 TRANSQUEUE_INBOX_QUEUE, consumed by the scheduler (`producer.scheduler`), so that a
 delivery never waits behind queued chunks.
 """
@@ -23,7 +23,8 @@ from store.config import Settings, env_settings
 TRANSLATE_TASK = "transqueue.translate_chunk"
 DELIVER_TASK = "transqueue.deliver_inbox_job"
 SCAN_TASK = "transqueue.scan_inbox"
-INBOX_TASKS = (SCAN_TASK, DELIVER_TASK)
+CATCHUP_TASK = "transqueue.deliver_finished_inbox_jobs"
+INBOX_TASKS = (SCAN_TASK, DELIVER_TASK, CATCHUP_TASK)
 
 #: A model key (`model_key`): 12 hex digits.
 _MODEL_KEY = re.compile(r"[0-9a-f]{12}")

@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,12 +51,12 @@ from producer.pipeline import (
     translate_files,
     translate_stream,
 )
-from producer.schedule import InboxEntry, load_schedule
+from producer.schedule import CATCHUP_ENTRY, InboxEntry, load_schedule
 from producer.scheduler import beat_config
 from store.config import Settings
 from store.jobstore import DONE, PARTIAL, JobInfo, JobStore
 from store.keys import RUNNING_KEY, JobKeys
-from store.queues import TRANSLATE_TASK, client, model_key, model_queue, send_chunks
+from store.queues import CATCHUP_TASK, TRANSLATE_TASK, client, model_key, model_queue, send_chunks
 from store.runs import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED
 
 pytestmark = pytest.mark.slow
@@ -715,3 +716,55 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     missing = InboxEntry("gone", str(tmp_path / "nowhere"), str(outbox), 60)
     failed = run_inbox(store, missing)
     assert failed.state == FAILED and "nowhere: no such file or directory" in failed.message
+
+
+def test_a_finished_inbox_job_whose_delivery_was_lost_is_delivered_by_the_catch_up(
+    cluster, translator, tmp_path
+):
+    inbox, outbox = tmp_path / "inbox", tmp_path / "outbox"
+    write_corpus(inbox, "catchup", 24)
+    schedule = tmp_path / "schedule.json"
+    entry = {"name": "daily", "inbox": str(inbox), "outbox": str(outbox), "schedule": "0 3 * * *"}
+    entry |= {"fields": list(FIELDS), "settle": 0}
+    schedule.write_text(json.dumps({"inbox": [entry]}), encoding="utf-8")
+    beat = beat_config(cluster.settings(schedule=str(schedule)))["beat_schedule"]
+    # A scheduler on an inbox queue of its own: the deliver task that the worker finishing the
+    # job sends goes to the usual one, and never reaches it, as if Redis had lost it.
+    queue = "transqueue.inbox.catchup"
+    env = {"TRANSQUEUE_SCHEDULE": str(schedule), "TRANSQUEUE_INBOX_QUEUE": queue}
+    scheduler = cluster.add_worker("catchup-scheduler", TRANSQUEUE_SCHEDULER, **env)
+    store = cluster.store()
+
+    def beat_tick(name: str) -> None:
+        with client.connection_for_write(cluster.redis.url) as connection:
+            client.send_task(beat[name]["task"], args=beat[name]["args"], connection=connection, queue=queue)
+
+    def catch_ups() -> int:
+        return len(re.findall(rf"Task {re.escape(CATCHUP_TASK)}\[[^\]]+\] succeeded", scheduler.log_text()))
+
+    try:
+        beat_tick("inbox:daily")
+        wait_for(lambda: store.runs.list("daily"), "the scan", timeout=JOB_TIMEOUT, detail=cluster.logs)
+        (run,) = store.runs.list("daily")
+        assert run.state == SUBMITTED
+        cluster.wait_job(run.job)
+        assert store.runs.get("daily", run.run_id).state == SUBMITTED  # no delivery came
+
+        beat_tick(CATCHUP_ENTRY)  # the next entry's run is a day away: the catch-up delivers it
+        wait_for(
+            lambda: store.runs.get("daily", run.run_id).state == DELIVERED,
+            "the catch-up to deliver the job",
+            timeout=JOB_TIMEOUT,
+            detail=cluster.logs,
+        )
+        (delivered,) = store.runs.list("daily")  # no scan ran
+        expected = translate_locally([inbox], tmp_path / "expected", translator, ReadOptions(FIELDS))
+        assert_same_files(outbox, expected)
+
+        written = {path: path.stat().st_mtime_ns for path in outbox.rglob("*")}
+        beat_tick(CATCHUP_ENTRY)  # nothing left to deliver: nothing written, no run changed
+        wait_for(lambda: catch_ups() == 2, "the second catch-up", timeout=60, detail=cluster.logs)
+        assert store.runs.list("daily") == [delivered]
+        assert {path: path.stat().st_mtime_ns for path in outbox.rglob("*")} == written
+    finally:
+        scheduler.kill()

@@ -8,8 +8,10 @@ import pytest
 from celery.app.utils import find_app
 
 from producer import scheduler
+from producer.schedule import CATCHUP_ENTRY
 from store.config import Settings
 from store.queues import (
+    CATCHUP_TASK,
     DELIVER_TASK,
     INBOX,
     SCAN_TASK,
@@ -43,6 +45,7 @@ def test_the_scheduler_beat_schedule_comes_from_the_schedule_file(tmp_path):
     )
     config = scheduler.beat_config(Settings(schedule=str(path)))
     assert config["beat_schedule"]["inbox:a"]["schedule"] == 60.0
+    assert config["beat_schedule"][CATCHUP_ENTRY]["task"] == CATCHUP_TASK
     assert scheduler.beat_config(Settings()) == {}
 
 
@@ -59,7 +62,12 @@ def test_workers_consume_chunks_and_the_scheduler_the_inbox_tasks(monkeypatch):
     key = model_key(Settings())  # the demo model, at int8
     assert set(workers.amqp.queues) == {f"chunks.{key}"}  # a worker consumes its model's queue
     assert set(inbox.amqp.queues) == {"inbox"}
-    for task, queue in ((SCAN_TASK, "inbox"), (DELIVER_TASK, "inbox"), (TRANSLATE_TASK, "chunks")):
+    for task, queue in (
+        (SCAN_TASK, "inbox"),
+        (DELIVER_TASK, "inbox"),
+        (CATCHUP_TASK, "inbox"),
+        (TRANSLATE_TASK, "chunks"),
+    ):
         assert workers.amqp.router.route({}, task)["queue"].name == queue
 
 
@@ -68,8 +76,8 @@ def test_workers_register_only_the_chunk_task_and_the_scheduler_only_inbox_tasks
 
     assert app.conf.include == ["worker.tasks"]
     assert TRANSLATE_TASK in app.tasks and SCAN_TASK not in app.tasks
-    assert {SCAN_TASK, DELIVER_TASK} <= set(scheduler.app.tasks)
-    assert TRANSLATE_TASK not in scheduler.app.tasks
+    assert {SCAN_TASK, DELIVER_TASK, CATCHUP_TASK} <= set(scheduler.app.tasks)
+    assert TRANSLATE_TASK not in scheduler.app.tasks and CATCHUP_TASK not in app.tasks
 
 
 def test_a_model_key_names_the_files_and_the_precision(tiny_bundle):

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from celery.schedules import crontab
 
-from producer.schedule import InboxEntry, ScheduleError, beat_schedule, load_schedule
-from store.queues import SCAN_TASK
+from producer import defaults
+from producer.schedule import CATCHUP_ENTRY, InboxEntry, ScheduleError, beat_schedule, load_schedule
+from store.queues import CATCHUP_TASK, SCAN_TASK
 
 TOML = """
 [[inbox]]
@@ -39,12 +40,23 @@ def test_toml_entries_become_beat_entries(tmp_path):
     assert entries[1].reflow and entries[1].schedule == 30
     assert (entries[0].settle, entries[1].settle) == (3, 0.5)  # the default, and the entry's own
     beat = beat_schedule(entries)
-    assert set(beat) == {"inbox:support", "inbox:fast"}
+    assert set(beat) == {"inbox:support", "inbox:fast", CATCHUP_ENTRY}
     assert beat["inbox:support"]["task"] == SCAN_TASK
     assert beat["inbox:support"]["schedule"] == crontab.from_string("*/10 * * * *")
     assert beat["inbox:fast"]["schedule"] == 30.0
     assert beat["inbox:support"]["args"] == ["support"]  # a name: the scheduler knows the paths
     json.dumps(beat["inbox:fast"]["args"])  # the task argument travels as JSON
+
+
+def test_the_beat_schedule_catches_up_on_lost_deliveries_every_minute(tmp_path):
+    path = tmp_path / "schedule.toml"
+    path.write_text(TOML, encoding="utf-8")
+    catchup = beat_schedule(load_schedule(path))[CATCHUP_ENTRY]
+    assert defaults.INBOX_CATCHUP_INTERVAL_S == 60
+    # whatever the entries' own schedules (a daily one would deliver a lost job a day late);
+    # no arguments: it delivers the entries of the scheduler's own schedule file
+    assert catchup == {"task": CATCHUP_TASK, "schedule": 60.0, "args": [], "options": {"expires": 60.0}}
+    assert beat_schedule(()) == {}  # nothing to catch up on without an entry
 
 
 def test_the_deploy_schedule_loads_with_its_table_columns():

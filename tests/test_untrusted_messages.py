@@ -21,7 +21,7 @@ from producer.schedule import load_schedule
 from store.config import Settings
 from store.jobstore import JobStore
 from store.keys import ORPHANS_KEY, JobKeys
-from store.queues import DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client, model_key, model_queue
+from store.queues import CATCHUP_TASK, DELIVER_TASK, SCAN_TASK, TRANSLATE_TASK, client, model_key, model_queue
 from store.runs import FAILED
 
 pytestmark = pytest.mark.slow
@@ -135,6 +135,17 @@ def test_a_delivery_never_writes_outside_the_configured_outbox(services):
     assert not Path("/tmp/escaped.jsonl").exists()
     send(services, DELIVER_TASK, ["no:such:job"])
     dropped(services["scheduler"], DELIVER_TASK)
+
+
+def test_a_catch_up_message_with_arguments_is_dropped(services):
+    scheduler = services["scheduler"]
+    log_size = len(scheduler.log_text())
+    send(services, CATCHUP_TASK, [str(services["root"] / "inbox")])
+    send(services, CATCHUP_TASK, [], {"inbox": "/etc"})
+    dropped(scheduler, CATCHUP_TASK, 2)
+    log = scheduler.log_text()[log_size:]
+    assert f"dropped a {CATCHUP_TASK} message: it takes no arguments, not ['{services['root']}" in log
+    assert "not ['inbox']" in log and "Traceback" not in log
 
 
 def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
