@@ -25,8 +25,12 @@ A file still being written, a slow copy or an upload, is thus left for a later r
 listed as skipped ("deferred: ..."); it never waits on the clock to catch up with its mtime.
 
 A file counts as done (its hash is remembered) once its translation is in the outbox, or
-once it failed to parse (the run says why; it is tried again when its content changes).
-A file that leaves the inbox is forgotten, so the remembered hashes never outgrow it.
+once it failed to parse: the run says why, and so does the entry's record of its invalid
+files (`RunStore.read_invalid`) for as long as the file keeps that hash; it is tried again
+when its content (or the entry) changes, and its record dropped then (a new one is made if
+it fails again). A file that leaves the inbox is forgotten, so the remembered hashes and the
+invalid files never outgrow it; an invalid-file record that is not one is dropped (logged)
+and its file tried again.
 A file that vanishes or cannot be read during the scan is recorded as skipped and tried
 again at the next run.
 
@@ -78,7 +82,7 @@ from producer.schedule import InboxEntry
 from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
 from store.keys import BadName
-from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
+from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun, InvalidFile
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +165,9 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
 
 def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     seen = store.runs.seen(entry.name)
+    known, corrupt = store.runs.read_invalid(entry.name)
+    for problem in corrupt:
+        logger.warning("%s: dropped, its file is tried again", problem)
     pending = {
         (name, digest)
         for r in store.runs.list(entry.name)
@@ -180,6 +187,8 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     named = {str(task.source.relative_to(inbox)): task for task in tasks}
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
+    # invalid-file records to drop: not records, files gone, and (below) files changed
+    dropped = [problem.entry for problem in corrupt] + [name for name in known if name not in named]
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)
     earlier, settling, waiting = store.runs.settling(entry.name), {}, []
@@ -204,6 +213,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             skipped[name] = str(exc)
             continue
         digest = f"{content}:{settings}"
+        if name in known:
+            if known[name].digest == digest:
+                continue  # still invalid as it was found
+            dropped.append(name)
         # a bare sha256 is a record from before the settings were part of it: taken as made
         # with the current settings, so an upgrade translates nothing again
         if seen.get(name) in (digest, content) or {(name, digest), (name, content)} & pending:
@@ -215,9 +228,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             continue
         except DocumentError as exc:
             invalid[name] = str(exc)
-            store.runs.mark_seen(entry.name, {name: digest})
+            store.runs.mark_invalid(entry.name, {name: InvalidFile(digest, str(exc), time.time())})
             continue
         files[name] = digest
+    store.runs.forget_invalid(entry.name, [name for name in dropped if name not in invalid])
     store.runs.keep_settling(entry.name, settling)
     if waiting:
         logger.info(

@@ -1,4 +1,5 @@
-"""The records of scheduled inbox runs in Redis: runs, delivered files, and the entry lock.
+"""The records of scheduled inbox runs in Redis: runs, delivered and invalid files, and the
+entry lock.
 
 `producer.inbox` decides what a run does; this module only stores what it decided, under
 the keys of `store.keys.InboxKeys`.
@@ -10,7 +11,9 @@ import json
 import logging
 import math
 import time
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from typing import Self
 
 import redis
 from redis.lock import Lock
@@ -39,17 +42,61 @@ STATES = (SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED)
 _LATEST_TIME = 253402300799.0
 
 
-class CorruptRun(CorruptRecord):
-    """An entry of an inbox's runs hash that is not a run record; the message names the key
-    and the entry, `run_id` is the entry."""
+class CorruptEntry(CorruptRecord):
+    """An entry of one of an inbox entry's hashes that is not the record this transqueue
+    writes there (`what`); the message names the key and the entry, `entry` is the entry."""
 
-    def __init__(self, key: str, run_id: str, reason: str) -> None:
-        super().__init__(f"{key} entry {quoted(run_id)} is not a run record of this transqueue ({reason})")
-        self.run_id = run_id
+    what: str
+
+    def __init__(self, key: str, entry: str, reason: str) -> None:
+        super().__init__(f"{key} entry {quoted(entry)} is not {self.what} of this transqueue ({reason})")
+        self.entry = entry
+
+
+class CorruptRun(CorruptEntry):
+    """An entry of an inbox's runs hash that is not a run record; `run_id` is the entry."""
+
+    what = "a run record"
+
+    @property
+    def run_id(self) -> str:
+        """The entry: the id of the run it should hold."""
+        return self.entry
+
+
+class CorruptInvalid(CorruptEntry):
+    """An entry of an inbox's invalid-files hash that is not an invalid-file record."""
+
+    what = "an invalid-file record"
 
 
 @dataclass(frozen=True)
-class InboxRun:
+class _Record(ABC):
+    """A JSON record of one of an inbox entry's hashes: `to_json` writes it, `from_json`
+    reads it back, checked by the subclass's `check`."""
+
+    def to_json(self) -> str:
+        """Serialize for the hash."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """Parse what `to_json` wrote; ValueError or TypeError for anything else (a field
+        missing, unknown or of another type)."""
+        data = load_json(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"{quoted(data)} is not a JSON object")
+        record = cls(**data)
+        record.check()
+        return record
+
+    @abstractmethod
+    def check(self) -> None:
+        """ValueError unless every field holds what `to_json` writes."""
+
+
+@dataclass(frozen=True)
+class InboxRun(_Record):
     """The record of one run of an inbox entry."""
 
     run_id: str
@@ -64,21 +111,6 @@ class InboxRun:
     finished: float | None = None
     message: str = ""
 
-    def to_json(self) -> str:
-        """Serialize for the runs hash."""
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, text: str) -> InboxRun:
-        """Parse what `to_json` wrote; ValueError or TypeError for anything else (a field
-        missing, unknown or of another type)."""
-        data = load_json(text)
-        if not isinstance(data, dict):
-            raise TypeError(f"{quoted(data)} is not a JSON object")
-        run = cls(**data)
-        run.check()
-        return run
-
     def check(self) -> None:
         """ValueError unless every field holds what `to_json` writes."""
         for name in ("run_id", "inbox", "job", "message"):
@@ -91,6 +123,23 @@ class InboxRun:
             value = getattr(self, name)
             strings = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
             _expect(strings, name, "an object of strings")
+
+
+@dataclass(frozen=True)
+class InvalidFile(_Record):
+    """Why a file of an inbox entry is not translated: a scan (at `found`) could not parse
+    it. `digest` is the file's as the scan recorded it (its content and the entry's
+    settings): the record holds while the file keeps it."""
+
+    digest: str
+    error: str
+    found: float
+
+    def check(self) -> None:
+        """ValueError unless every field holds what `to_json` writes."""
+        for name in ("digest", "error"):
+            _expect(isinstance(getattr(self, name), str), name, "a string")
+        _expect(_is_time(self.found), "found", "a time")
 
 
 def _expect(ok: bool, name: str, what: str) -> None:
@@ -183,7 +232,8 @@ class RunStore:
                 self.client.hdel(key, *finished[:extra])
 
     def seen(self, name: str) -> dict[str, str]:
-        """File name -> sha256 of every file of the entry already delivered (or invalid)."""
+        """File name -> digest of every file of the entry already delivered (and of files
+        found invalid by versions before `read_invalid`)."""
         return self.client.hgetall(InboxKeys(name).seen)
 
     def mark_seen(self, name: str, files: dict[str, str]) -> None:
@@ -197,6 +247,34 @@ class RunStore:
         """Forget done files (no longer in the inbox): the hash holds only present files."""
         if names:
             self.client.hdel(InboxKeys(name).seen, *names)
+
+    def read_invalid(self, name: str) -> tuple[dict[str, InvalidFile], list[CorruptInvalid]]:
+        """File name -> record of each file of the entry found invalid as it is now, by name,
+        and a CorruptInvalid for each entry of the hash that is not such a record."""
+        key = InboxKeys(name).invalid
+        files: dict[str, InvalidFile] = {}
+        corrupt: list[CorruptInvalid] = []
+        for file, raw in sorted(self.client.hgetall(key).items()):
+            try:
+                if not is_text(file):
+                    raise ValueError("the file name is not UTF-8")
+                files[file] = InvalidFile.from_json(raw)
+            except (TypeError, ValueError) as exc:
+                corrupt.append(CorruptInvalid(key, file, str(exc)))
+        return files, corrupt
+
+    def mark_invalid(self, name: str, files: dict[str, InvalidFile]) -> None:
+        """Record files (name -> why) as invalid: they are not submitted again unchanged."""
+        if files:
+            key = InboxKeys(name).invalid
+            self.client.hset(key, mapping={file: record.to_json() for file, record in files.items()})
+            self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+
+    def forget_invalid(self, name: str, names: list[str]) -> None:
+        """Forget invalid files (changed, or no longer in the inbox) and entries that are not
+        records: the hash holds only present files, as they are now."""
+        if names:
+            self.client.hdel(InboxKeys(name).invalid, *names)
 
     def settling(self, name: str) -> dict[str, str]:
         """File name -> the record (`producer.inbox`) of each file the entry's last scan left

@@ -523,3 +523,59 @@ def test_a_run_record_whose_entry_name_is_not_utf8_is_dropped_by_the_scan(store,
     runs, corrupt = store.runs.read("docs")
     assert not corrupt and submitted in runs
     assert "0000000000001-\udcff" not in store.client.hkeys(InboxKeys("docs").runs)
+
+
+def invalid_now(store: JobStore, name: str = "docs") -> dict[str, str]:
+    """File name -> error of the files the entry lists as invalid now (none corrupt)."""
+    files, corrupt = store.runs.read_invalid(name)
+    assert not corrupt
+    return {file: record.error for file, record in files.items()}
+
+
+def test_an_invalid_file_stays_listed_until_it_parses_or_leaves_the_inbox(store, entry, monkeypatch):
+    monkeypatch.setattr(defaults, "RUNS_KEPT", 1)
+    (Path(entry.inbox) / "a.txt").unlink()
+    bad = Path(entry.inbox) / "bad.txt"
+    bad.write_bytes(b"Hello\n\xff there.\n")
+    run = run_inbox(store, entry)
+    assert run.state == NOTHING_NEW and list(run.invalid) == ["bad.txt"]
+    assert invalid_now(store) == run.invalid
+    assert 0 < store.client.ttl(InboxKeys("docs").invalid) <= defaults.INBOX_RECORDS_TTL
+    for _ in range(2):  # the run that found it is trimmed: the entry still lists the file
+        assert run_inbox(store, entry).state == NOTHING_NEW
+    assert all(not r.invalid for r in store.runs.list("docs")) and invalid_now(store) == run.invalid
+    bad.write_text("Hello there again.\n", encoding="utf-8")  # fixed: it parses
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["bad.txt"] and invalid_now(store) == {}
+    bad.write_bytes(b"\xff\n")
+    assert list(run_inbox(store, entry).invalid) == ["bad.txt"] and list(invalid_now(store)) == ["bad.txt"]
+    bad.unlink()
+    assert run_inbox(store, entry).state == NOTHING_NEW and invalid_now(store) == {}
+
+
+def test_an_older_version_delivered_later_leaves_the_newer_invalid_one_listed(store, entry):
+    first = run_inbox(store, entry)
+    (Path(entry.inbox) / "a.txt").write_bytes(b"\xff\n")
+    assert list(run_inbox(store, entry).invalid) == ["a.txt"]
+    finish(store, first.job)
+    assert run_inbox(store, entry).state == NOTHING_NEW  # delivers the first version, then scans
+    assert store.runs.get("docs", first.run_id).state == DELIVERED
+    assert list(invalid_now(store)) == ["a.txt"]  # what the inbox holds now is still invalid
+
+
+def test_a_corrupt_invalid_file_record_is_named_and_its_file_tried_again(store, entry, caplog):
+    (Path(entry.inbox) / "bad.txt").write_bytes(b"\xff\n")
+    found = run_inbox(store, entry).invalid
+    key = InboxKeys("docs").invalid
+    store.client.hset(key, mapping={"bad.txt": "not json", "gone.txt": '{"digest": 1}', "x\udcff": "{}"})
+    files, corrupt = store.runs.read_invalid("docs")
+    assert files == {} and [problem.entry for problem in corrupt] == ["bad.txt", "gone.txt", "x\udcff"]
+    assert str(corrupt[2]).endswith(
+        "entry 'x\\udcff' is not an invalid-file record of this transqueue (the file name is not UTF-8)"
+    )
+    assert str(corrupt[0]).startswith(
+        "tq:inbox:docs:invalid entry 'bad.txt' is not an invalid-file record of this transqueue ("
+    )
+    assert run_inbox(store, entry).invalid == found  # tried again, found invalid again
+    assert "tq:inbox:docs:invalid entry 'gone.txt' is not an invalid-file record" in caplog.text
+    assert invalid_now(store) == found
