@@ -15,6 +15,9 @@ from store.config import POOLS
 if TYPE_CHECKING:
     from celery import Celery
 
+#: Invalid files of an inbox listed by `transqueue runs` (the count says how many more).
+INVALID_SHOWN = 20
+
 
 @click.command("worker", context_settings={"ignore_unknown_options": True})
 @click.option(
@@ -153,19 +156,22 @@ def metrics_command(port: int | None, addr: str) -> None:
 @click.command("runs")
 @click.argument("inbox")
 def runs_command(inbox: str) -> None:
-    """List the recorded runs of a scheduled inbox entry, oldest first.
+    """List the recorded runs of a scheduled inbox entry, oldest first, then the files of its
+    inbox that are not translated now because they are invalid (up to INVALID_SHOWN of them).
 
-    A record that is not a run (tampered with) is one error line naming its key and entry,
-    after the valid runs (exit status 1); the next scan of the entry replaces it.
+    A record that is not a run or an invalid file (tampered with) is one error line naming its
+    key and entry, after the rest (exit status 1); the next scan of the entry replaces or
+    drops it.
     """
-    runs, corrupt = cli_store().runs.read(inbox)
+    store = cli_store()
+    runs, corrupt = store.runs.read(inbox)
+    invalid, corrupt_invalid = store.runs.read_invalid(inbox)
     if not (runs or corrupt):  # a name mistyped looks the same as an entry not run yet: say so
         click.echo(
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
         )
     for run in runs:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run.started))
-        line = f"{run.run_id}  {started}  {run.state:11}  files={len(run.files)}"
+        line = f"{run.run_id}  {_utc(run.started)}  {run.state:11}  files={len(run.files)}"
         if run.job:
             line += f"  job={run.job}"
         if run.dead:
@@ -175,10 +181,21 @@ def runs_command(inbox: str) -> None:
             click.echo(f"    invalid {name}: {error}")
         for name, why in sorted(run.skipped.items()):
             click.echo(f"    skipped {name}: {why} (tried again next run)")
-    for problem in corrupt:
+    if invalid:
+        click.echo(f"not translated now: {len(invalid)} invalid files (tried again once changed)")
+        for name, record in list(invalid.items())[:INVALID_SHOWN]:
+            click.echo(f"    {name}: {record.error} (found {_utc(record.found)})")
+        if len(invalid) > INVALID_SHOWN:
+            click.echo(f"    … and {len(invalid) - INVALID_SHOWN} more")
+    for problem in [*corrupt, *corrupt_invalid]:
         click.echo(f"Error: {problem}", err=True)
-    if corrupt:
+    if corrupt or corrupt_invalid:
         click.get_current_context().exit(1)
+
+
+def _utc(when: float) -> str:
+    """A stored time as `transqueue runs` shows it: ``2026-12-02 18:40:00`` (UTC)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(when))
 
 
 COMMANDS = (worker_command, scheduler_command, metrics_command, runs_command)

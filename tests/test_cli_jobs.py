@@ -693,3 +693,25 @@ def test_status_says_in_how_many_finished_documents_the_flags_are(redis_server, 
     status = CliRunner().invoke(main, ["status", job_id], env=env).output
     # a.txt and b.txt are finished, and only a.txt holds a flag
     assert "flags        1 digits (in 1 of 2 finished documents)\n" in status, status
+
+
+def test_runs_lists_the_files_invalid_now_and_names_a_corrupt_record(redis_server, monkeypatch):
+    from cli import service
+    from store.runs import NOTHING_NEW, InboxRun, InvalidFile, RunStore
+
+    redis_server.client().flushdb()
+    monkeypatch.setattr(service, "INVALID_SHOWN", 2)
+    runs = RunStore(redis_server.client())
+    runs.save(InboxRun("0000000000001-aaaa", "docs", 1.0, NOTHING_NEW, finished=2.0))
+    runs.mark_invalid("docs", {f"{n}.jsonl": InvalidFile("d", f"line {n}: not JSON", 4.0) for n in range(3)})
+    redis_server.client().hset("tq:inbox:docs:invalid", "x.jsonl", "[1]")
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.splitlines()[1:] == [
+        "not translated now: 3 invalid files (tried again once changed)",
+        "    0.jsonl: line 0: not JSON (found 1970-01-01 00:00:04)",
+        "    1.jsonl: line 1: not JSON (found 1970-01-01 00:00:04)",
+        "    … and 1 more",
+        "Error: tq:inbox:docs:invalid entry 'x.jsonl' is not an invalid-file record of this transqueue "
+        "([1] is not a JSON object)",
+    ]
