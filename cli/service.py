@@ -171,7 +171,9 @@ def runs_command(inbox: str) -> None:
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
         )
     for run in runs:
-        line = f"{run.run_id}  {_utc(run.started)}  {run.state:11}  files={len(run.files)}"
+        line = f"{run.run_id}  {_utc(run.started)}  {run.state:11}  submitted={len(run.files)}"
+        if run.delivered is not None:
+            line += f"  delivered={run.delivered}"
         if run.job:
             line += f"  job={run.job}"
         if run.dead:

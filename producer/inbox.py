@@ -433,7 +433,16 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             delivered.pop(name or "", None)
     store.runs.mark_seen(run.inbox, delivered)
     message = "; ".join(problems)
-    store.runs.save(replace(run, state=DELIVERED, dead=info.dead, finished=time.time(), message=message))
+    store.runs.save(
+        replace(
+            run,
+            state=DELIVERED,
+            delivered=len(delivered),
+            dead=info.dead,
+            finished=time.time(),
+            message=message,
+        )
+    )
 
 
 def _inbox_name(inbox: Path, record: DocumentRecord) -> str | None:

@@ -97,7 +97,9 @@ class _Record(ABC):
 
 @dataclass(frozen=True)
 class InboxRun(_Record):
-    """The record of one run of an inbox entry."""
+    """The record of one run of an inbox entry. `delivered` counts the files of `files`
+    written to the outbox: None until the run is delivered (and in the records of versions
+    before it)."""
 
     run_id: str
     inbox: str
@@ -110,6 +112,7 @@ class InboxRun(_Record):
     dead: int = 0
     finished: float | None = None
     message: str = ""
+    delivered: int | None = None
 
     def check(self) -> None:
         """ValueError unless every field holds what `to_json` writes."""
@@ -119,6 +122,12 @@ class InboxRun(_Record):
         _expect(self.finished is None or _is_time(self.finished), "finished", "a time or null")
         _expect(self.state in STATES, "state", f"one of {', '.join(STATES)}")
         _expect(type(self.dead) is int and self.dead >= 0, "dead", "a count")
+        delivered = self.delivered
+        _expect(
+            delivered is None or (type(delivered) is int and 0 <= delivered <= len(self.files)),
+            "delivered",
+            "null or a count of its files",
+        )
         for name in ("files", "invalid", "skipped"):
             value = getattr(self, name)
             strings = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())

@@ -715,3 +715,19 @@ def test_runs_lists_the_files_invalid_now_and_names_a_corrupt_record(redis_serve
         "Error: tq:inbox:docs:invalid entry 'x.jsonl' is not an invalid-file record of this transqueue "
         "([1] is not a JSON object)",
     ]
+
+
+def test_runs_says_how_many_of_a_run_s_files_were_delivered(redis_server):
+    from store.runs import DELIVERED, InboxRun, RunStore
+
+    redis_server.client().flushdb()
+    runs = RunStore(redis_server.client())
+    files = {"a.txt": "x", "b.txt": "y"}
+    runs.save(InboxRun("0000000000001-aaaa", "docs", 1.0, DELIVERED, files=files))  # of the previous version
+    runs.save(InboxRun("0000000000002-bbbb", "docs", 3.0, DELIVERED, files=files, job="j", delivered=1))
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "0000000000001-aaaa  1970-01-01 00:00:01  delivered    submitted=2",
+        "0000000000002-bbbb  1970-01-01 00:00:03  delivered    submitted=2  delivered=1  job=j",
+    ]

@@ -711,7 +711,9 @@ def test_an_inbox_run_from_its_beat_entry(cluster, translator, tmp_path):
     finally:
         lock.release()
     listing = cluster.cli("runs", "docs").output
-    assert listing.count(DELIVERED) == 2 and NOTHING_NEW in listing and SKIPPED in listing
+    states = [line.split("  ")[2].strip() for line in listing.splitlines()]
+    assert states.count(DELIVERED) == 2 and NOTHING_NEW in states and SKIPPED in states
+    assert "  submitted=1  delivered=1  " in listing  # the changed file's run
 
     missing = InboxEntry("gone", str(tmp_path / "nowhere"), str(outbox), 60)
     failed = run_inbox(store, missing)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import json
 import os
 import re
 import time
@@ -25,7 +26,7 @@ from store.config import Settings
 from store.jobstore import CorruptRecord, JobStore
 from store.keys import InboxKeys, JobKeys
 from store.queues import queue_length
-from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED
+from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED, InboxRun
 
 pytest_plugins = ["distributed_support"]
 
@@ -75,6 +76,8 @@ CORRUPT_RUNS = {
     '"state": "failed", "message": "\udcff"}',
     "0000000000001-0009": '{"run_id": "0000000000001-0009", "inbox": "docs", "started": 1, '
     '"state": "failed", "message": "\\udcff"}',
+    "0000000000001-0010": '{"run_id": "0000000000001-0010", "inbox": "docs", "started": 1, '
+    '"state": "delivered", "files": {"a.txt": "x"}, "delivered": 2}',
 }
 
 
@@ -579,3 +582,33 @@ def test_a_corrupt_invalid_file_record_is_named_and_its_file_tried_again(store, 
     assert run_inbox(store, entry).invalid == found  # tried again, found invalid again
     assert "tq:inbox:docs:invalid entry 'gone.txt' is not an invalid-file record" in caplog.text
     assert invalid_now(store) == found
+
+
+def test_records_of_the_previous_version_read_as_they_were(store, entry):
+    old = {
+        "run_id": "0000000000001-aaaa",
+        "inbox": "docs",
+        "started": 1.0,
+        "state": "delivered",
+        "files": {"a.txt": "x"},
+        "invalid": {},
+        "skipped": {},
+        "job": "abc",
+        "dead": 0,
+        "finished": 2.0,
+        "message": "",
+    }  # no count of files delivered, and no invalid-file hash
+    store.client.hset(InboxKeys("docs").runs, old["run_id"], json.dumps(old))
+    assert store.runs.read("docs") == ([InboxRun(**old)], []) and InboxRun(**old).delivered is None
+    assert store.runs.read_invalid("docs") == ({}, [])
+
+
+def test_a_delivered_run_counts_the_files_delivered(store, entry):
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    assert run.delivered is None
+    finish(store, run.job)
+    (Path(entry.outbox) / "a.txt").mkdir(parents=True)  # the outbox refuses a.txt
+    run_inbox(store, entry)
+    delivered = store.runs.get("docs", run.run_id)
+    assert delivered.state == DELIVERED and len(delivered.files) == 2 and delivered.delivered == 1
