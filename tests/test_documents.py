@@ -585,6 +585,19 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("<!doctype html>\nText.\n", ["Text."], "<!doctype html>\n译。\n"),
         ("Intro.\n<track/>\nMore.\n", ["Intro."], "译。\n<track/>\nMore.\n"),
         ("Intro.\n<picture>\nMore.\n", ["Intro.", "More."], "译。\n<picture>\n译。\n"),
+        # a table's delimiter row has as many cells as its header row (pipes at the ends and
+        # escaped ones split none), and is not a setext underline, a list item or indented
+        # code: else the lines are a paragraph, a heading or a list (as cmark-gfm reads them)
+        ("| Name |\n-\n", ["| Name |"], "译。\n-\n"),
+        ("> | Name |\n> - \n", ["| Name |"], "> 译。\n> - \n"),
+        ("| Name |\n- |\n", ["| Name |"], "译。\n- |\n"),
+        ("| Name |\n    |-|\n", ["| Name | |-|"], "译。\n"),
+        ("| Name | Kind |\n|---|\n| Ada |\n", ["| Name | Kind | |---| | Ada |"], "译。\n"),
+        ("| a \\| b |\n|--|--|\n", ["| a \\| b | |--|--|"], "译。\n"),
+        ("Name | Kind\n--|--\n", ["Name", "Kind"], "译。 | 译。\n--|--\n"),
+        ("Name\n:--\n", ["Name"], "译。\n:--\n"),
+        # a paragraph whose last line had not as many cells as a delimiter row opens no table
+        ("| Name |\n|-|-|\n| Ada |\n|-|\n", ["| Name | |-|-| | Ada | |-|"], "译。\n"),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):
@@ -600,6 +613,22 @@ def test_a_heading_with_a_long_run_of_spaces_is_read_in_linear_time():
     doc = parse_text(content, "md")
     assert time.perf_counter() - started < 1  # quadratic before: about 5 s
     assert [s.text for s in doc.segments] == ["Title", "A", "b"]  # cut for length
+    assert identity(doc) == content
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "| Name |\n-" + " " * 20_000 + "x\n",  # quadratic before: about 2 s
+        "| Name |\n" + "|-" * 20_000 + "x\n",
+        "| Name |\n" + "\\|" * 20_000 + "\n" + "|-" * 20_000 + "\n",
+        "| Name |\n" * 20_000,
+    ],
+)
+def test_table_delimiter_rows_are_read_in_linear_time(content):
+    started = time.perf_counter()
+    doc = parse_text(content, "md")
+    assert time.perf_counter() - started < 2
     assert identity(doc) == content
 
 

@@ -81,7 +81,11 @@ _TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
 #: so cannot go on a title (read broadly: a title that meets one is no title, and its lines
 #: are a paragraph's); one starting with "<" is told by `_interrupts`.
 _INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~]|\d{1,9}[.)])")
-_TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+#: A table's delimiter row, stripped of the spaces and tabs around it. (Matched with the
+#: spaces at either end, "-" and a long run of spaces before a letter took quadratic time.)
+_TABLE_DELIMITER = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?")
+#: A pipe between two cells of a table row: one after a backslash is the cell's text.
+_CELL_PIPE = re.compile(r"(?<!\\)\|")
 #: CommonMark's block-level tags.
 _HTML_BLOCK_TAGS = (
     "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
@@ -354,6 +358,9 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     containers, leaf, empty_item = start.containers, start.leaf, start.empty_item
     fence = ("", 0)  # the open fence's character and length
     html_end = _BLANK_LINE  # what the open HTML block ends at
+    #: whether the open paragraph met a delimiter row its last line had not as many cells as
+    #: (as cmark-gfm, it then opens no table, whatever lines come after)
+    tried = False
     while i < len(lines):
         line = lines[i]
         content = line.content(text)
@@ -436,9 +443,13 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         containers = containers[:matched] + tuple(opened)
         empty_item = item and blank
         header = False
-        if kind is None and not blank and "|" in content[position:]:
-            header = i < len(lines) and _is_delimiter(_rest(text, lines, containers, i))
-            if header or (goes_on and leaf == "table"):
+        if kind is None and not blank:
+            if not (goes_on and leaf == "paragraph"):
+                tried = False  # (the line starts a paragraph, if any)
+            if not tried and i < len(lines) and (cells := _delimiter_cells(text, lines, containers, i)):
+                header = cells == _cell_count(content[position:])
+                tried = not header
+            if header or (goes_on and leaf == "table" and "|" in content[position:]):
                 kind = "table"
         if (opens_item or kind in ("heading", "table")) and before.leaf in (None, "paragraph", "table"):
             yield before
@@ -582,10 +593,35 @@ def _heading_end(content: str, start: int) -> int:
     return end
 
 
-def _is_delimiter(rest: str) -> bool:
-    """Whether ``rest`` (a line's content after its containers' markup) is a table's
-    delimiter row."""
-    return "-" in rest and bool(_TABLE_DELIMITER.match(rest))
+def _delimiter_cells(text: str, lines: Sequence[Line], containers: tuple[int, ...], k: int) -> int:
+    """The number of cells of line ``k`` of ``text`` if it is a table's delimiter row after
+    the markup of ``containers`` (all of them), else 0. A line that starts another block after
+    a paragraph line is none: indented 4 columns or more, a setext heading's underline
+    (``-``, ``---``) or a list item (``- |``)."""
+    content = lines[k].content(text)
+    if not content.rstrip(" \t").endswith(("-", ":", "|")):  # (most lines: none read further)
+        return 0
+    cursor = _Cursor(content)
+    if _match(cursor, containers, False) < len(containers):
+        return 0
+    position, column = cursor.next_nonspace()
+    rest = content[position:].rstrip(" \t")
+    if column - cursor.column >= 4 or "-" not in rest or _UNDERLINE.match(rest) or _LIST_MARKER.match(rest):
+        return 0
+    return _cell_count(rest) if _TABLE_DELIMITER.fullmatch(rest) else 0
+
+
+def _cell_count(row: str) -> int:
+    """The number of cells of a table row (a line's content after its containers' markup): a
+    pipe at either end is none's, nor a pipe after a backslash, as cmark-gfm counts them."""
+    row = row.strip(" \t")
+    if row.startswith("|"):
+        row = row[1:]
+    if not row:
+        return 0
+    pipes = [match.start() for match in _CELL_PIPE.finditer(row)]
+    trailing = 1 if pipes and pipes[-1] == len(row) - 1 else 0
+    return len(pipes) + 1 - trailing
 
 
 def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
