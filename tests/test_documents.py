@@ -598,6 +598,20 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("Name\n:--\n", ["Name"], "译。\n:--\n"),
         # a paragraph whose last line had not as many cells as a delimiter row opens no table
         ("| Name |\n|-|-|\n| Ada |\n|-|\n", ["| Name | |-|-| | Ada | |-|"], "译。\n"),
+        # a line in a table's containers is a row of it, with pipes or not, until a blank line
+        # or another block: never a paragraph, a setext underline or a definition
+        (
+            "| Name |\n|---|\nAda\nBob\n\nAfter.\n",
+            ["Name", "Ada", "Bob", "After."],
+            "| 译。 |\n|---|\n译。\n译。\n\n译。\n",
+        ),
+        ("| Name |\n|---|\nAda\n===\n", ["Name", "Ada"], "| 译。 |\n|---|\n译。\n===\n"),
+        ("| Name |\n|---|\n[Ada]: /x\n", ["Name", "Ada: /x"], "| 译。 |\n|---|\n[译。]\n"),
+        (
+            "> | Name |\n> |---|\n> Ada\n> # Bob\n",
+            ["Name", "Ada", "Bob"],
+            "> | 译。 |\n> |---|\n> 译。\n> # 译。\n",
+        ),
     ],
 )
 def test_markdown_blocks_as_commonmark_reads_them(source, segments, rendered):

@@ -449,7 +449,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             if not tried and i < len(lines) and (cells := _delimiter_cells(text, lines, containers, i)):
                 header = cells == _cell_count(content[position:])
                 tried = not header
-            if header or (goes_on and leaf == "table" and "|" in content[position:]):
+            if header or (goes_on and leaf == "table"):
                 kind = "table"
         if (opens_item or kind in ("heading", "table")) and before.leaf in (None, "paragraph", "table"):
             yield before
