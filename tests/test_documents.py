@@ -270,11 +270,12 @@ Inline <b>bold</b> and `code` and https://example.com/x. <https://a.b> End.
 """
 
 
-def test_markdown_indented_line_after_a_table_row_is_text_not_code():
-    # GFM reads it as another row of the table: it is translated, never taken for code
-    content = "| a | b |\n|---|---|\n| c | d |\n    see the notes\n\nAfter.\n"
+def test_markdown_indented_line_after_a_table_row_is_code():
+    # as cmark-gfm and markdown-it read it: a table, unlike a paragraph, is ended by code
+    content = "| a | b |\n|---|---|\n| c | d |\n    make all\n\nAfter.\n"
     doc = parse_text(content, "md")
-    assert [s.text for s in doc.segments] == ["a", "b", "c", "d", "see the notes", "After."]
+    assert [s.text for s in doc.segments] == ["a", "b", "c", "d", "After."]
+    assert doc.render(["译。"] * 5) == "| 译。 | 译。 |\n|---|---|\n| 译。 | 译。 |\n    make all\n\n译。\n"
 
 
 def test_markdown_structure():

@@ -396,8 +396,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             paragraph = leaf == "paragraph" and not opened  # which the line may go on
             interrupting = paragraph and matched == len(containers)  # not lazily
             depth = matched + len(opened)
-            if indent >= 4:  # indented code, unless it goes on a paragraph or a table row
-                if not paragraph and not (leaf == "table" and not opened and matched == len(containers)):
+            if indent >= 4:  # indented code, unless it goes on a paragraph (a table takes none)
+                if not paragraph:
                     kind = "code"
                 break
             char = content[position]
