@@ -599,6 +599,14 @@ def test_markdown_two_links_in_one_sentence_never_nest():
         ("Name\n:--\n", ["Name"], "译。\n:--\n"),
         # a paragraph whose last line had not as many cells as a delimiter row opens no table
         ("| Name |\n|-|-|\n| Ada |\n|-|\n", ["| Name | |-|-| | Ada | |-|"], "译。\n"),
+        # an escaped pipe in a cell is kept as it is, the text on either side translated apart
+        # (a model that gave it back without its backslash would add a cell)
+        (
+            "| Yes \\| No | Maybe |\n|---|---|\n",
+            ["Yes", "No", "Maybe"],
+            "| 译。 \\| 译。 | 译。 |\n|---|---|\n",
+        ),
+        ("Yes \\| no.\n", ["Yes \\| no."], "译。\n"),
         # a line in a table's containers is a row of it, with pipes or not, until a blank line
         # or another block: never a paragraph, a setext underline or a definition
         (

@@ -1,10 +1,10 @@
 """Inline Markdown: which parts of a paragraph are text to translate and which are markup.
 
 Markup is either *wrapping* (emphasis delimiters, and link brackets with their targets,
-paired up) or *breaking* (code spans, autolinks, inline HTML, bare URLs, table cell pipes,
-footnote references, image brackets with their targets, and wrapping markup left without its pair). Text on
-either side of wrapping markup stays one sentence; breaking markup ends a run of text (so an
-image's alt text is translated on its own).
+paired up) or *breaking* (code spans, autolinks, inline HTML, bare URLs, table cell pipes and
+escaped pipes, footnote references, image brackets with their targets, and wrapping markup
+left without its pair). Text on either side of wrapping markup stays one sentence; breaking
+markup ends a run of text (so an image's alt text is translated on its own).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ Pair = tuple[Span, Span]
 
 def markup(text: str, start: int, end: int, table: bool = False) -> Iterator[re.Match[str]]:
     """The inline markup of ``text[start:end]`` in order (backslash escapes stay text);
-    in a table row (``table``), cell pipes too."""
+    in a table row (``table``), cell pipes too, and escaped pipes (``\\|``, a pipe in a
+    cell's text), which a model may give back without their backslash, a cell more."""
     pattern = _MARKUP_IN_TABLE if table else _MARKUP
     position = start
     closing: int | None = None  # the first "-->" after the last comment opening (-1: none)
@@ -66,7 +67,7 @@ def markup(text: str, start: int, end: int, table: bool = False) -> Iterator[re.
                 continue
             match = _COMMENT.match(text, match.start(), closing + 3)
             position = match.end()
-        if match.lastgroup != "escape":
+        if match.lastgroup != "escape" or (table and match.group() == "\\|"):
             yield match
 
 
