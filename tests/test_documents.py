@@ -65,6 +65,12 @@ def md_documents(draw) -> str:
                 sentence_text().map(lambda s: f"```python{eol}print('{s}'){eol}```"),
                 sentence_text().map(lambda s: f"    {s}"),
                 sentence_text().map(lambda s: f"| {s} | `a|b` |{eol}|---|---:|{eol}| {s} | 42 |"),
+                # a paragraph whose last line is narrower than a delimiter row opens no table
+                # after; rows need no pipe; an escaped one is a cell's text
+                sentence_text().map(lambda s: f"{s}{eol}| {s} |{eol}|-|-|{eol}{s} | x{eol}--|--{eol}{s}"),
+                sentence_text().map(
+                    lambda s: f"> {s}{eol}> {s} | b{eol}> :--|--{eol}> {s}{eol}> | a \\| b |"
+                ),
                 sentence_text().map(lambda s: f'See [{s}](http://x.y/{len(s)} "t") and `{s}`.'),
                 sentence_text().map(lambda s: f"*{s}* **{s}** <b>{s}</b> https://e.com/{len(s)}"),
                 sentence_text().map(lambda s: f"<div>{eol}{s}{eol}</div>"),
