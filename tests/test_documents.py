@@ -71,6 +71,7 @@ def md_documents(draw) -> str:
                 sentence_text().map(
                     lambda s: f"> {s}{eol}> {s} | b{eol}> :--|--{eol}> {s}{eol}> | a \\| b |"
                 ),
+                sentence_text().map(lambda s: f"- {s}{eol}{s} |{eol}  |:-:|{eol}  {s}"),
                 sentence_text().map(lambda s: f'See [{s}](http://x.y/{len(s)} "t") and `{s}`.'),
                 sentence_text().map(lambda s: f"*{s}* **{s}** <b>{s}</b> https://e.com/{len(s)}"),
                 sentence_text().map(lambda s: f"<div>{eol}{s}{eol}</div>"),
@@ -613,6 +614,15 @@ def test_markdown_two_links_in_one_sentence_never_nest():
             "| 译。 \\| 译。 | 译。 |\n|---|---|\n",
         ),
         ("Yes \\| no.\n", ["Yes \\| no."], "译。\n"),
+        # a lazy line (out of containers its paragraph is in) is a header row too, its spaces
+        # before a pipe a cell of it
+        (
+            "- Intro.\nName |\n  |:-:|\n  Ada\n",
+            ["Intro.", "Name", "Ada"],
+            "- 译。\n译。 |\n  |:-:|\n  译。\n",
+        ),
+        ("> Intro.\n  | Name |\n> |-|-|\n", ["Intro.", "Name"], "> 译。\n  | 译。 |\n> |-|-|\n"),
+        ("> Intro.\n  | Name |\n> |-|\n", ["Intro.", "| Name | |-|"], "> 译。译。\n"),
         # a line in a table's containers is a row of it, with pipes or not, until a blank line
         # or another block: never a paragraph, a setext underline or a definition
         (

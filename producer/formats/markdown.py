@@ -436,21 +436,25 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             blank = _blank(content, position)
         opens_item = any(width != _QUOTE for width in opened)  # (a footnote's too)
         end = line.start + max(position, len(content.rstrip()))
-        if kind is None and not blank and leaf == "paragraph" and not opened and matched < len(containers):
-            yield _TextLine(line.start + position, end, "text", continues=True)  # lazily
-            continue
         goes_on = matched == len(containers) and not opened  # in the open leaf block's containers
-        containers = containers[:matched] + tuple(opened)
-        empty_item = item and blank
+        # on the paragraph left open in containers the line does not go on (which stay open)
+        lazy = kind is None and not blank and leaf == "paragraph" and not opened and not goes_on
+        if not lazy:
+            containers = containers[:matched] + tuple(opened)
+            empty_item = item and blank
         header = False
         if kind is None and not blank:
-            if not (goes_on and leaf == "paragraph"):
+            if not ((goes_on or lazy) and leaf == "paragraph"):
                 tried = False  # (the line starts a paragraph, if any)
             if not tried and i < len(lines) and (cells := _delimiter_cells(text, lines, containers, i)):
-                header = cells == _cell_count(content[position:])
+                # (a lazy line's spaces before a pipe are a cell of it, as cmark-gfm reads them)
+                header = cells == _cell_count(content[cursor.offset if lazy else position :])
                 tried = not header
             if header or (goes_on and leaf == "table"):
                 kind = "table"
+        if lazy and kind is None:
+            yield _TextLine(line.start + position, end, "text", continues=True)
+            continue
         if (opens_item or kind in ("heading", "table")) and before.leaf in (None, "paragraph", "table"):
             yield before
         if kind == "table":
@@ -613,8 +617,9 @@ def _delimiter_cells(text: str, lines: Sequence[Line], containers: tuple[int, ..
 
 def _cell_count(row: str) -> int:
     """The number of cells of a table row (a line's content after its containers' markup): a
-    pipe at either end is none's, nor a pipe after a backslash, as cmark-gfm counts them."""
-    row = row.strip(" \t")
+    pipe at either end is none's, nor a pipe after a backslash, as cmark-gfm counts them.
+    Spaces and tabs before a leading pipe are a cell."""
+    row = row.rstrip(" \t")
     if row.startswith("|"):
         row = row[1:]
     if not row:
