@@ -72,6 +72,7 @@ from producer.files import contained, plan_files
 from producer.inputs import failure, file_digest, input_digest, open_regular
 from producer.jobs import (
     JobBuilder,
+    JobGone,
     OriginalMissing,
     check_targets,
     file_source,
@@ -328,7 +329,7 @@ def deliver_job(store: JobStore, job_id: str, entries: Mapping[str, InboxEntry])
         return
     lock = _EntryLock(store, entry.name)
     if not lock.acquire(wait=5):
-        return  # a run of this inbox is going on; it delivers finished jobs itself
+        return  # a run, delivery or catch-up of the entry holds it: the catch-up delivers it later
     try:
         run = store.runs.get(entry.name, info.extra.get("run", ""))
         if run is not None:
@@ -375,11 +376,12 @@ def _deliver_submitted(store: JobStore, entry: InboxEntry) -> None:
 
 def _deliver(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
     """`_write_outputs`, a failure recorded as the run's (a document that cannot be rendered, a
-    record missing or corrupt, a job id that names no job, an outbox error): no later run of
-    the inbox is blocked by it, and the run's files are submitted again."""
+    record missing or corrupt, a job id that names no job or another run's job, a job gone
+    during the delivery, an outbox error): no later run of the inbox is blocked by it, and
+    the run's files are submitted again."""
     try:
         _write_outputs(store, run, entry)
-    except (DocumentError, CorruptRecord, BadName, OSError) as exc:
+    except (DocumentError, CorruptRecord, BadName, JobGone, OSError) as exc:
         store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
 
 
@@ -401,6 +403,8 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
         return
     if not info.finished:
         return
+    if (info.extra.get("inbox"), info.extra.get("run")) != (entry.name, run.run_id):
+        raise CorruptRecord(f"job {run.job} is not the job of run {run.run_id} of inbox {entry.name}")
     try:
         check_targets(store.documents(run.job), outbox)
     except DocumentError as exc:

@@ -102,4 +102,7 @@ def deliver_finished_inbox_jobs(*args: object, **kwargs: object) -> None:
         return
     store = process_store(env_settings())
     for entry in configured_inboxes().values():
-        deliver_finished(store, entry)
+        try:
+            deliver_finished(store, entry)
+        except Exception:  # one entry's failure must not hold back the others' deliveries
+            logger.exception("inbox %s: the deliveries' catch-up failed", entry.name)

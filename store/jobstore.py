@@ -73,9 +73,10 @@ class DocumentRecord:
 
     @classmethod
     def from_json(cls, text: str) -> DocumentRecord:
-        """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else)."""
+        """Parse what `to_json` wrote (KeyError, TypeError or ValueError for anything else:
+        names, targets and settings that are not strings, or hold a NUL)."""
         data = load_json(text)
-        return cls(
+        record = cls(
             name=data["name"],
             fmt=data["fmt"],
             windows=int(data["windows"]),
@@ -86,6 +87,12 @@ class DocumentRecord:
             size=int(data["size"]),
             sha256=str(data["sha256"]),
         )
+        texts = (record.name, record.fmt, record.target, *record.fields, *record.columns)
+        if not all(isinstance(value, str) and "\0" not in value for value in texts):
+            raise ValueError("a name, format, target, field or column is not a string without NUL")
+        if not isinstance(record.reflow, bool):
+            raise TypeError("reflow is not a boolean")
+        return record
 
 
 @dataclass(frozen=True)

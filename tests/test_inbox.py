@@ -245,6 +245,50 @@ def test_the_catch_up_fails_a_run_whose_job_id_was_tampered_with(store, entry):
     assert failed.state == FAILED and "job id '../x' is not valid" in failed.message
 
 
+def test_a_document_record_with_a_nul_in_its_target_fails_its_run_not_the_catch_up(store, entry):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    key = JobKeys(run.job).docs
+    record = json.loads(store.client.hget(key, "0"))
+    store.client.hset(key, "0", json.dumps({**record, "target": "x\u0000.txt"}))  # tampered
+    deliver_finished(store, entry)  # raised ValueError (embedded null byte), the run left submitted
+    failed = store.runs.get("docs", run.run_id)
+    assert failed.state == FAILED and f"{key} field 0" in failed.message
+    assert not Path(entry.outbox).exists()
+
+
+def test_a_run_naming_another_runs_job_is_failed_not_delivered(store, entry):
+    first = run_inbox(store, entry)
+    finish(store, first.job)
+    deliver_finished(store, entry)
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    second = run_inbox(store, entry)
+    store.runs.save(dataclasses.replace(second, job=first.job))  # tampered: the first run's job
+    deliver_finished(store, entry)
+    failed = store.runs.get("docs", second.run_id)
+    assert failed.state == FAILED and f"is not the job of run {second.run_id}" in failed.message
+    assert "b.txt" not in store.runs.seen("docs")  # tried again at the next run
+
+
+def test_one_entry_failing_its_catch_up_does_not_hold_back_the_others(store, entry, monkeypatch, caplog):
+    from producer import scheduler
+
+    broken = dataclasses.replace(entry, name="broken")
+    finish(store, run_inbox(store, entry).job)
+    monkeypatch.setattr(scheduler, "configured_inboxes", lambda: {"broken": broken, "docs": entry})
+    monkeypatch.setattr(scheduler, "process_store", lambda settings: store)
+
+    def deliver_finished_but_broken(store, entry):  # an error no one foresaw, in one entry
+        if entry.name == "broken":
+            raise RuntimeError("unforeseen")
+        deliver_finished(store, entry)
+
+    monkeypatch.setattr(scheduler, "deliver_finished", deliver_finished_but_broken)
+    scheduler.deliver_finished_inbox_jobs()  # raised, and "docs" was never caught up
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
+    assert "inbox broken: the deliveries' catch-up failed" in caplog.text
+
+
 def test_a_job_with_nothing_to_translate_is_sent_for_delivery_at_once(store, entry):
     # Finished at submit (no sentence, so no worker finishes it): the scan sends its delivery,
     # as a worker's last write would, instead of leaving it to the entry's next run.
