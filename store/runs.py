@@ -230,10 +230,15 @@ class RunStore:
             self.save(InboxRun(problem.run_id, name, now, FAILED, finished=now, message=message))
 
     def save(self, run: InboxRun) -> None:
-        """Store a run; past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
-        key = InboxKeys(run.inbox).runs
-        self.client.hset(key, run.run_id, run.to_json())
-        self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+        """Store a run, renewing the expiry of the entry's records (its runs, delivered and
+        invalid files); past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
+        keys = InboxKeys(run.inbox)
+        key = keys.runs
+        with self.client.pipeline() as pipe:
+            pipe.hset(key, run.run_id, run.to_json())
+            for renewed in (key, keys.seen, keys.invalid):
+                pipe.expire(renewed, defaults.INBOX_RECORDS_TTL)
+            pipe.execute()
         extra = self.client.hlen(key) - defaults.RUNS_KEPT
         if extra > 0:
             finished = [r.run_id for r in self.list(run.inbox) if r.state != SUBMITTED]

@@ -579,6 +579,20 @@ def invalid_now(store: JobStore, name: str = "docs") -> dict[str, str]:
     return {file: record.error for file, record in files.items()}
 
 
+def test_each_run_renews_the_expiry_of_the_delivered_and_invalid_files(store, entry):
+    """A file delivered or found invalid long ago is remembered as long as the entry runs:
+    the hashes of delivered and invalid files expired 90 days after their last change, even
+    while the entry ran every minute, and every file was then submitted or parsed again."""
+    finish(store, run_inbox(store, entry).job)
+    (Path(entry.inbox) / "bad.txt").write_bytes(b"Hello\n\xff there.\n")
+    assert run_inbox(store, entry).state == NOTHING_NEW  # a.txt delivered, bad.txt invalid
+    keys = InboxKeys("docs")
+    for key in (keys.seen, keys.invalid, keys.runs):
+        store.client.expire(key, 100)  # as if their last change were long ago
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert all(store.client.ttl(key) > 100 for key in (keys.seen, keys.invalid, keys.runs))
+
+
 def test_an_invalid_file_stays_listed_until_it_parses_or_leaves_the_inbox(store, entry, monkeypatch):
     monkeypatch.setattr(defaults, "RUNS_KEPT", 1)
     (Path(entry.inbox) / "a.txt").unlink()
