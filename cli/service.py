@@ -166,7 +166,9 @@ def runs_command(inbox: str) -> None:
     store = cli_store()
     runs, corrupt = store.runs.read(inbox)
     invalid, corrupt_invalid = store.runs.read_invalid(inbox)
-    if not (runs or corrupt):  # a name mistyped looks the same as an entry not run yet: say so
+    if not (
+        runs or corrupt or invalid or corrupt_invalid
+    ):  # a name mistyped looks the same as an entry not run yet: say so
         click.echo(
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
         )
@@ -184,7 +186,8 @@ def runs_command(inbox: str) -> None:
         for name, why in sorted(run.skipped.items()):
             click.echo(f"    skipped {name}: {why} (tried again next run)")
     if invalid:
-        click.echo(f"not translated now: {len(invalid)} invalid files (tried again once changed)")
+        files = "file" if len(invalid) == 1 else "files"
+        click.echo(f"not translated now: {len(invalid)} invalid {files} (tried again once changed)")
         for name, record in list(invalid.items())[:INVALID_SHOWN]:
             click.echo(f"    {name}: {record.error} (found {_utc(record.found)})")
         if len(invalid) > INVALID_SHOWN:

@@ -717,6 +717,21 @@ def test_runs_lists_the_files_invalid_now_and_names_a_corrupt_record(redis_serve
     ]
 
 
+def test_runs_of_an_entry_with_only_an_invalid_file_lists_it_as_one(redis_server):
+    from store.runs import InvalidFile, RunStore
+
+    redis_server.client().flushdb()  # its runs trimmed or expired: the invalid file is what is left
+    RunStore(redis_server.client()).mark_invalid(
+        "docs", {"a.jsonl": InvalidFile("d", "line 2: not JSON", 4.0)}
+    )
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 0 and "no runs recorded" not in result.output, result.output
+    assert result.output.splitlines() == [
+        "not translated now: 1 invalid file (tried again once changed)",
+        "    a.jsonl: line 2: not JSON (found 1970-01-01 00:00:04)",
+    ]
+
+
 def test_runs_says_how_many_of_a_run_s_files_were_delivered(redis_server):
     from store.runs import DELIVERED, InboxRun, RunStore
 
