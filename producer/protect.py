@@ -175,9 +175,9 @@ def is_target_language(text: str) -> bool:
 
 _IS_CJK = re.compile(f"[{_CJK}]")
 _BUILT_IN = tuple(re.compile(pattern) for pattern in BUILT_IN.values())
-#: The patterns whose match (a URL, an address's or a domain's path) may end in a ")" it opened
 #: The pairs of characters kept with a link they enclose exactly
 _ENCLOSING = frozenset({"()", "<>"})
+#: The patterns whose match (a URL, an address's or a domain's path) may end in a ")" it opened
 _LINKS = frozenset(_BUILT_IN[list(BUILT_IN).index(kind)] for kind in ("url", "email", "domain"))
 
 

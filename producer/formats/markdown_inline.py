@@ -18,9 +18,9 @@ _URL_END = (
     r"(?:[^\s<>()`]|\([^\s<>()`]*\))*"
     r"(?:[^\s<>().,;:!?'\"*_~`]|\([^\s<>()`]*\))"
 )
-#: A bare URL, with a parenthesis around exactly it ("(https://x.org/a)": its halves were
-#: left to the model with the words on either side, which it dropped), as `producer.protect`
-#: reads one; a parenthesis around more ("(see https://x.org/a)") is prose
+#: A bare URL (in `_INLINE`, with a parenthesis around exactly it, "(https://x.org/a)": its
+#: halves were left to the model with the words on either side, which it dropped, as
+#: `producer.protect` reads one; a parenthesis around more, "(see https://x.org/a)", is prose)
 _BARE_URL = r"(?:(?:https?|ftp)://|www\.)" + _URL_END
 #: A template tag in a link target: {{ site.baseurl }}/x. It holds no other tag's opening,
 #: so that each ``{{`` is looked at once, not searched to the end of the line again.
