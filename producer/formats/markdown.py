@@ -2,7 +2,10 @@
 
 A line-based block scanner, reading block quotes and list items nested in each other as
 CommonMark does (`_scan`): YAML/TOML front matter, fenced and indented code, HTML blocks,
-link reference definitions, thematic breaks and table delimiter rows pass through whole.
+link reference definitions, thematic breaks and table delimiter rows pass through whole
+(front matter, HTML blocks, definitions and tables are told by the modules
+``producer.formats.markdown_front_matter``, ``markdown_html``, ``markdown_definitions`` and
+``markdown_tables``).
 Other lines lose their container markup (quote markers, list markers, heading hashes) to
 passthrough, and the rest is split into text and inline markup by
 ``producer.formats.markdown_inline``. Consecutive lines of one paragraph are read as one
@@ -24,13 +27,16 @@ alike).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from producer import defaults
 from producer.formats.lines import Line, split_lines
+from producer.formats.markdown_definitions import definition_end
+from producer.formats.markdown_front_matter import front_matter_end, front_matter_open
+from producer.formats.markdown_html import BLANK_LINE, html_block_end
 from producer.formats.markdown_inline import markup, pair_markup
+from producer.formats.markdown_tables import cell_count, delimiter_row_cells
 from producer.layout import LayoutBuilder
 
 #: In a container stack: a block quote. A list item (or a footnote) is its width, more than 0:
@@ -55,60 +61,6 @@ _FENCE = re.compile(r"(`{3,}|~{3,})")
 _CLOSING_FENCE = re.compile(r"(`{3,}|~{3,})[ \t]*$")
 _RULE = re.compile(r"([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _UNDERLINE = re.compile(r"(?:=+|-+)[ \t]*$")  # of a setext heading: after a paragraph line
-#: A definition's destination and optional title, and nothing else on the line.
-_DESTINATION = (
-    r"(?P<destination><[^<>\n]*>|[^\s<]\S*)"
-    r"(?:[ \t]+(?P<title>\"[^\"]*\"?|'[^']*'?|\([^()]*\)?))?[ \t]*$"
-)
-#: A character of a definition's label: no bracket but an escaped one.
-_LABEL = r"(?:[^\[\]\\]|\\.)"
-#: A link reference definition (not a footnote, ``[^1]:``): a label (not only spaces), a
-#: destination, and an optional title (which may go on to the next lines, or start on the
-#: next one), and nothing else on the line; or the label alone, its destination on the next
-#: line (see `_reference_end`).
-_REFERENCE = re.compile(
-    r"[ ]{0,3}\[(?!\^)(?=[ \t]*[^\s\]])" + _LABEL + r"+\]:[ \t]*(?:" + _DESTINATION + r"|$)"
-)
-#: A definition's label left open on its line, and the line that closes it.
-_LABEL_START = re.compile(r"[ ]{0,3}\[(?!\^)(?P<label>" + _LABEL + r"*)$")
-_LABEL_END = re.compile(r"(?P<label>" + _LABEL + r"*)\]:[ \t]*(?:" + _DESTINATION + r"|$)")
-_LABEL_MAX_CHARS = 999
-#: The next line of a definition whose label is alone on its line.
-_NEXT_LINE_DESTINATION = re.compile(r"[ \t]*" + _DESTINATION)
-_TITLE_START = re.compile(r"[ \t]*[\"'(]")
-_TITLE_CLOSER = {'"': '"', "'": "'", "(": ")"}
-#: A line that may start a block other than a paragraph or be a table's delimiter row, and
-#: so cannot go on a title (read broadly: a title that meets one is no title, and its lines
-#: are a paragraph's); one starting with "<" is told by `_interrupts`.
-_INTERRUPTS = re.compile(r"[ \t]*(?:[#>*+\-_=|:`~]|\d{1,9}[.)])")
-#: A table's delimiter row, stripped of the spaces and tabs around it. (Matched with the
-#: spaces at either end, "-" and a long run of spaces before a letter took quadratic time.)
-_TABLE_DELIMITER = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?")
-#: A pipe between two cells of a table row: one after a backslash is the cell's text.
-_CELL_PIPE = re.compile(r"(?<!\\)\|")
-#: CommonMark's block-level tags.
-_HTML_BLOCK_TAGS = (
-    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
-    "details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|"
-    "h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|"
-    "optgroup|option|p|param|search|section|summary|table|tbody|td|tfoot|th|thead|title|tr|"
-    "track|ul"
-)
-#: HTML blocks that end at a blank line: CommonMark's type 6 (a block-level tag), which may
-#: interrupt a paragraph, and type 7 (any other tag alone on its line), which may not.
-_HTML_BLOCK_TAG = re.compile(rf"[ ]{{0,3}}</?(?:{_HTML_BLOCK_TAGS})(?:[ \t]|/?>|$)", re.IGNORECASE)
-_HTML_TAG_LINE = re.compile(r"[ ]{0,3}</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>[ \t]*$")  # \s+ was quadratic
-_BLANK_LINE = re.compile(r"[ \t]*$")
-_HTML_UNTIL_MARKER = (
-    (
-        re.compile(r"[ ]{0,3}<(?:script|pre|style|textarea)(?:[\s>]|$)", re.I),
-        re.compile(r"</(?:script|pre|style|textarea)>", re.I),
-    ),
-    (re.compile(r"[ ]{0,3}<!--"), re.compile(r"-->")),
-    (re.compile(r"[ ]{0,3}<\?"), re.compile(r"\?>")),
-    (re.compile(r"[ ]{0,3}<![A-Za-z]"), re.compile(r">")),
-    (re.compile(r"[ ]{0,3}<!\[CDATA\["), re.compile(r"\]\]>")),
-)
 
 
 @dataclass(frozen=True)
@@ -167,7 +119,7 @@ def cuts(text: str, start: Cut | None = None, complete: bool = True) -> Iterator
     the end of the text, and none at all while a file's front matter is open and the text is
     shorter than ``FRONT_MATTER_MAX_CHARS`` (more of it may close it). It may miss one
     before the last line, which only the line after it tells for a table header."""
-    if start is None and not complete and _front_matter_open(text):
+    if start is None and not complete and front_matter_open(text):
         return
     for line in _scan(text, start):
         if isinstance(line, Cut) and line.end > 0:  # not before the first line
@@ -351,13 +303,13 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
     paragraph left open in containers it does not go on, or start a new paragraph (or table,
     or link reference definition)."""
     lines = list(split_lines(text))
-    i = 0 if start is not None else _front_matter_end(text, lines)
+    i = 0 if start is not None else front_matter_end(text, lines)
     if i:
         yield None
     start = start or Cut(0)
     containers, leaf, empty_item = start.containers, start.leaf, start.empty_item
     fence = ("", 0)  # the open fence's character and length
-    html_end = _BLANK_LINE  # what the open HTML block ends at
+    html_end = BLANK_LINE  # what the open HTML block ends at
     #: whether the open paragraph met a delimiter row its last line had not as many cells as
     #: (as cmark-gfm, it then opens no table, whatever lines come after)
     tried = False
@@ -377,8 +329,8 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
                     leaf = None if len(closing.group(1)) >= fence[1] else leaf
                 yield None
                 continue
-            if leaf == "html" and not (blank and html_end is _BLANK_LINE):
-                if html_end is not _BLANK_LINE and html_end.search(content, cursor.offset):
+            if leaf == "html" and not (blank and html_end is BLANK_LINE):
+                if html_end is not BLANK_LINE and html_end.search(content, cursor.offset):
                     leaf = None
                 yield None
                 continue
@@ -412,7 +364,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             elif char in "`~" and (opening := _fence(content[position:])):
                 kind, fence = "fence", (opening.group(1)[0], len(opening.group(1)))
                 break
-            elif char == "<" and (end := _html_block_end(content[position:], not paragraph)):
+            elif char == "<" and (end := html_block_end(content[position:], not paragraph)):
                 kind, html_end = "html", end
                 break
             elif interrupting and _UNDERLINE.match(content, position):
@@ -448,7 +400,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
                 tried = False  # (the line starts a paragraph, if any)
             if not tried and i < len(lines) and (cells := _delimiter_cells(text, lines, containers, i)):
                 # (a lazy line's spaces before a pipe are a cell of it, as cmark-gfm reads them)
-                header = cells == _cell_count(content[cursor.offset if lazy else position :])
+                header = cells == cell_count(content[cursor.offset if lazy else position :])
                 tried = not header
             if header or (goes_on and leaf == "table"):
                 kind = "table"
@@ -471,7 +423,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
             leaf = None
         elif kind is not None:  # indented code, a fence, an HTML block, a thematic break or underline
             leaf = kind if kind in ("code", "fence", "html") else None
-            if kind == "html" and html_end is not _BLANK_LINE and html_end.search(content, position):
+            if kind == "html" and html_end is not BLANK_LINE and html_end.search(content, position):
                 leaf = None  # (it ends on its first line)
             yield None
         elif blank:
@@ -480,7 +432,7 @@ def _scan(text: str, start: Cut | None) -> Iterator[_TextLine | Cut | None]:
         elif goes_on and leaf == "paragraph":
             yield _TextLine(line.start + position, end, "text", continues=True)
         elif (
-            last := _definition_end(
+            last := definition_end(
                 partial(_rest, text, lines, containers), len(lines), i - 1, content[position:]
             )
         ) is not None:
@@ -500,89 +452,6 @@ def _fence(rest: str) -> re.Match[str] | None:
     if fence and fence.group(1)[0] == "`" and "`" in rest[fence.end() :]:
         return None
     return fence
-
-
-def _definition_end(rest: Callable[[int], str], count: int, i: int, content: str) -> int | None:
-    """Index of the last line of the link reference definition at the start of ``content``
-    (line ``i``'s, after its containers' markup), or None if there is none (`_reference_end`
-    tells ``rest`` and ``count``). Its label, not only spaces, may go on to the next lines,
-    but not past a blank line, a line that may start another block or 999 characters."""
-    definition = _REFERENCE.match(content)
-    if definition:
-        return _reference_end(rest, count, i, definition)
-    start = _LABEL_START.match(content)
-    if not start:
-        return None
-    length, label = len(content), start.group("label").strip()
-    for k in range(i + 1, count):
-        following = rest(k)
-        length += len(following)
-        if length > _LABEL_MAX_CHARS or not following.strip() or _interrupts(following) or "|" in following:
-            return None
-        if "[" in following or "]" in following:
-            end = _LABEL_END.match(following)
-            if end is None or not (label or end.group("label").strip()):
-                return None
-            return _reference_end(rest, count, k, end)
-        label = label or following.strip()
-    return None
-
-
-def _reference_end(rest: Callable[[int], str], count: int, i: int, definition: re.Match[str]) -> int | None:
-    """Index of the last line of the link reference definition matched on line ``i``, or
-    None if it is none: a title left open on its line must close on a line after it (and be
-    all that is left there), else the line is text; a line after a definition without a
-    title that is one (in full) is the definition's. ``rest(k)`` is the content of line
-    ``k`` (less than ``count``) after the definition's containers' markup ("" if it is not
-    in them all). A label alone on line ``i`` needs its destination on the next line, which
-    may not start another block nor hold a pipe."""
-    if definition.group("destination") is None:
-        following = rest(i + 1) if i + 1 < count else ""
-        destination = _NEXT_LINE_DESTINATION.match(following)
-        if destination is None or _interrupts(following) or "|" in following:
-            return None
-        return _reference_end(rest, count, i + 1, destination)
-    title = definition.group("title")
-    if title is None:
-        if i + 1 < count:
-            following = rest(i + 1)
-            opening = _TITLE_START.match(following)
-            if opening and "|" not in following:
-                closer = _TITLE_CLOSER[opening.group()[-1]]
-                end = _title_end(rest, count, i + 1, following[opening.end() :], closer)
-                return i if end is None else end
-        return i
-    if len(title) > 1 and title[-1] == _TITLE_CLOSER[title[0]]:
-        return i
-    return _title_end(rest, count, i, "", _TITLE_CLOSER[title[0]])
-
-
-def _title_end(rest: Callable[[int], str], count: int, j: int, first: str, closer: str) -> int | None:
-    """Index of the line closing a link title with ``closer``, looked for in ``first`` (what
-    line ``j`` holds after the title's opening) and on the lines after it (`_reference_end`'s
-    ``rest`` and ``count``), with nothing but spaces after it; None if a blank line, a line
-    that may start another block or holds a table's pipe, another opening parenthesis, text
-    after the closer or the end of the text comes first. (Read so, a window ending in a
-    title finds no place to cut in the paragraph it reads there instead.)"""
-    content = first
-    for k in range(j, count):
-        if k > j:
-            content = rest(k)
-            if not content.strip() or _interrupts(content) or "|" in content:
-                return None
-        end = content.find(closer)
-        if closer == ")" and "(" in content[: None if end < 0 else end]:
-            return None
-        if end >= 0:
-            return k if not content[end + 1 :].strip() else None
-    return None
-
-
-def _interrupts(rest: str) -> bool:
-    """Whether ``rest`` (a line's content after its containers' markup) may start a block
-    other than a paragraph or be a table's delimiter row (`_INTERRUPTS`), or opens an HTML
-    block that interrupts a paragraph (a "<" opening none, as an autolink's, does not)."""
-    return bool(_INTERRUPTS.match(rest)) or _html_block_end(rest, False) is not None
 
 
 def _heading_end(content: str, start: int) -> int:
@@ -612,53 +481,4 @@ def _delimiter_cells(text: str, lines: Sequence[Line], containers: tuple[int, ..
     rest = content[position:].rstrip(" \t")
     if column - cursor.column >= 4 or "-" not in rest or _UNDERLINE.match(rest) or _LIST_MARKER.match(rest):
         return 0
-    return _cell_count(rest) if _TABLE_DELIMITER.fullmatch(rest) else 0
-
-
-def _cell_count(row: str) -> int:
-    """The number of cells of a table row (a line's content after its containers' markup): a
-    pipe at either end is none's, nor a pipe after a backslash, as cmark-gfm counts them.
-    Spaces and tabs before a leading pipe are a cell."""
-    row = row.rstrip(" \t")
-    if row.startswith("|"):
-        row = row[1:]
-    if not row:
-        return 0
-    pipes = [match.start() for match in _CELL_PIPE.finditer(row)]
-    trailing = 1 if pipes and pipes[-1] == len(row) - 1 else 0
-    return len(pipes) + 1 - trailing
-
-
-def _front_matter_end(text: str, lines: Sequence[Line]) -> int:
-    """Number of lines of YAML (---) or TOML (+++) front matter at the start, closed by a line
-    that starts within ``FRONT_MATTER_MAX_CHARS``, else 0."""
-    if not lines or lines[0].content(text).rstrip() not in ("---", "+++"):
-        return 0
-    fence = lines[0].content(text).rstrip()
-    closers = (fence, "...") if fence == "---" else (fence,)
-    for i in range(1, len(lines)):
-        if lines[i].start >= defaults.FRONT_MATTER_MAX_CHARS:
-            break
-        if lines[i].content(text).rstrip() in closers:
-            return i + 1
-    return 0
-
-
-def _front_matter_open(text: str) -> bool:
-    """Whether ``text``, the start of a file, opens front matter that more of the file may
-    still close."""
-    lines = list(split_lines(text))
-    opens = bool(lines) and lines[0].content(text).rstrip() in ("---", "+++")
-    return opens and len(text) < defaults.FRONT_MATTER_MAX_CHARS and not _front_matter_end(text, lines)
-
-
-def _html_block_end(rest: str, fresh: bool) -> re.Pattern[str] | None:
-    """For a line whose text after its container markup (``rest``) opens an HTML block, the
-    pattern of the block's last line; else None. Comments, `<script>` and the like and
-    block-level tags open one after any line (they interrupt a paragraph); any other tag
-    alone on its line only where it interrupts none, ``fresh``."""
-    for start, end in _HTML_UNTIL_MARKER:
-        if start.match(rest):
-            return end
-    opens = _HTML_BLOCK_TAG.match(rest) or (fresh and _HTML_TAG_LINE.match(rest))
-    return _BLANK_LINE if opens else None
+    return delimiter_row_cells(rest)
