@@ -107,6 +107,22 @@ def assert_windows_render_the_whole(
     return windows
 
 
+def windows_rendering_the_whole(
+    tmp_path: Path,
+    monkeypatch,
+    content: str,
+    window: int,
+    fmt: str = "md",
+    options: ReadOptions | None = None,
+) -> list[Document]:
+    """The windows of ``content``, written to a file and read ``window`` bytes at a time,
+    checked by `assert_windows_render_the_whole`."""
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
+    path = tmp_path / f"doc.{fmt}"
+    path.write_text(content)
+    return assert_windows_render_the_whole(path, fmt, options or ReadOptions(), content)
+
+
 #: Lines of every kind the Markdown block scanner tells apart, blank lines included, so that
 #: joined at random they open and close fences, HTML blocks, lists, quotes, tables, code and
 #: front matter around the blank lines that windows are cut after.
@@ -332,10 +348,7 @@ def test_the_repository_s_markdown_windows_render_what_the_whole_renders(
     tmp_path, monkeypatch, source, window
 ):
     content = {"MARKDOWN": MARKDOWN, "GUIDE": GUIDE}.get(str(source)) or Path(source).read_text()
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
-    path = tmp_path / "doc.md"
-    path.write_text(content)
-    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    windows = windows_rendering_the_whole(tmp_path, monkeypatch, content, window)
     assert window > 1 or len(windows) > content.count("\n\n") // 4  # cut after many blank lines
 
 
@@ -343,10 +356,7 @@ def test_a_window_at_a_table_row_after_a_paragraph_knows_a_definition_cannot_sta
     tmp_path, monkeypatch
 ):
     content = "Para one.\n[a]: x|y\n|---|---|\n| c | d |\n"  # a table header, not a definition
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
-    path = tmp_path / "d.md"
-    path.write_text(content)
-    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    windows = windows_rendering_the_whole(tmp_path, monkeypatch, content, 1)
     assert len(windows) > 1
 
 
@@ -355,10 +365,7 @@ def test_a_window_in_nested_containers_starts_with_them_open(tmp_path, monkeypat
         "> - Item.\n>\n>     Same item.\n>\n>         make install\n>\n"
         "> 1. - Deep.\n>\n>        Deep text.\n>\n>           make\n"
     )
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
-    path = tmp_path / "d.md"
-    path.write_text(content)
-    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    windows = windows_rendering_the_whole(tmp_path, monkeypatch, content, 1)
     assert len(windows) > 4
     assert [s.text for w in windows for s in w.segments] == ["Item.", "Same item.", "Deep.", "Deep text."]
 
@@ -366,10 +373,9 @@ def test_a_window_in_nested_containers_starts_with_them_open(tmp_path, monkeypat
 @pytest.mark.parametrize("window", [1, 500])
 def test_a_reflowed_text_s_windows_render_what_the_whole_renders(tmp_path, monkeypatch, window):
     content = (ROOT / "tests" / "data" / "gutenberg_footer.txt").read_text() * 3
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", window)
-    path = tmp_path / "footer.txt"
-    path.write_text(content)
-    windows = assert_windows_render_the_whole(path, "txt", ReadOptions(reflow=True), content)
+    windows = windows_rendering_the_whole(
+        tmp_path, monkeypatch, content, window, "txt", ReadOptions(reflow=True)
+    )
     assert len(windows) > 3
 
 
@@ -388,10 +394,7 @@ def test_markdown_windows_start_only_where_no_block_is_open(tmp_path, monkeypatc
         "| a | b |\n|---|---|\n| c | d |\n"
         "# Heading\n- Item two\ngoes on.\n- Item three.\n"
     )
-    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 1)
-    path = tmp_path / "d.md"
-    path.write_text(content)
-    windows = assert_windows_render_the_whole(path, "md", ReadOptions(), content)
+    windows = windows_rendering_the_whole(tmp_path, monkeypatch, content, 1)
     starts = [window.render([s.text for s in window.segments]).split("\n")[0] for window in windows]
     assert starts == [
         "---",
