@@ -252,15 +252,11 @@ class RunStore:
 
     def mark_seen(self, name: str, files: dict[str, str]) -> None:
         """Remember files (name -> sha256) as done: they are not submitted again unchanged."""
-        if files:
-            key = InboxKeys(name).seen
-            self.client.hset(key, mapping=files)
-            self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+        self._remember(InboxKeys(name).seen, files)
 
     def forget_seen(self, name: str, names: list[str]) -> None:
         """Forget done files (no longer in the inbox): the hash holds only present files."""
-        if names:
-            self.client.hdel(InboxKeys(name).seen, *names)
+        self._forget(InboxKeys(name).seen, names)
 
     def read_invalid(self, name: str) -> tuple[dict[str, InvalidFile], list[CorruptInvalid]]:
         """File name -> record of each file of the entry found invalid as it is now, by name,
@@ -279,16 +275,23 @@ class RunStore:
 
     def mark_invalid(self, name: str, files: dict[str, InvalidFile]) -> None:
         """Record files (name -> why) as invalid: they are not submitted again unchanged."""
-        if files:
-            key = InboxKeys(name).invalid
-            self.client.hset(key, mapping={file: record.to_json() for file, record in files.items()})
-            self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+        self._remember(InboxKeys(name).invalid, {file: record.to_json() for file, record in files.items()})
 
     def forget_invalid(self, name: str, names: list[str]) -> None:
         """Forget invalid files (changed, or no longer in the inbox) and entries that are not
         records: the hash holds only present files, as they are now."""
+        self._forget(InboxKeys(name).invalid, names)
+
+    def _remember(self, key: str, entries: dict[str, str]) -> None:
+        """Set `entries` in the hash `key`, which then lives `INBOX_RECORDS_TTL` from now."""
+        if entries:
+            self.client.hset(key, mapping=entries)
+            self.client.expire(key, defaults.INBOX_RECORDS_TTL)
+
+    def _forget(self, key: str, names: list[str]) -> None:
+        """Remove the fields `names` from the hash `key`."""
         if names:
-            self.client.hdel(InboxKeys(name).invalid, *names)
+            self.client.hdel(key, *names)
 
     def settling(self, name: str) -> dict[str, str]:
         """File name -> the record (`producer.inbox`) of each file the entry's last scan left
