@@ -166,9 +166,8 @@ def runs_command(inbox: str) -> None:
     store = cli_store()
     runs, corrupt = store.runs.read(inbox)
     invalid, corrupt_invalid = store.runs.read_invalid(inbox)
-    if not (
-        runs or corrupt or invalid or corrupt_invalid
-    ):  # a name mistyped looks the same as an entry not run yet: say so
+    if not (runs or corrupt or invalid or corrupt_invalid):
+        # a name mistyped looks the same as an entry not run yet: say so
         click.echo(
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
         )

@@ -196,7 +196,8 @@ RUNS_KEPT = 200
 INDEX_PRUNED_PER_JOB = 10
 
 #: Seconds the records of an inbox entry (its runs and the hashes of delivered and invalid
-#: files) are kept after its last run; each run renews them. A removed entry's records go away after it.
+#: files) are kept after its last run; each run renews them. A removed entry's records go
+#: away after it.
 INBOX_RECORDS_TTL = 90 * 24 * 3600
 
 #: Bytes of documents, windows and chunks a submit sends to Redis at a time (about a window of
