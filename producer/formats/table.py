@@ -8,12 +8,19 @@ when it was quoted or needs it (``producer.cells``). Records are never added or 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
+from producer import defaults
 from producer.formats import text as text_format
 from producer.layout import DocumentError, LayoutBuilder
 
 Record = list[tuple[int, int]]  # the raw span of each cell
+
+#: What ends an unquoted cell, for each delimiter: the delimiter or a line break.
+_CELL_END = {
+    delimiter: re.compile(f"[{re.escape(delimiter)}\n]") for delimiter in defaults.DELIMITERS.values()
+}
 
 
 def build(
@@ -140,8 +147,14 @@ def _closing_quote(text: str, opening: int) -> int:
 
 
 def _unquoted_end(text: str, position: int, delimiter: str) -> int:
-    stops = [i for i in (text.find(delimiter, position), text.find("\n", position)) if i >= 0]
-    stop = min(stops) if stops else len(text)
+    """Where the unquoted cell at ``position`` ends: at the next delimiter or line ending.
+
+    One search for whichever comes first, which stops there: two ``find`` calls would each
+    scan on to the next of their own character, to the end of the text for a delimiter
+    that a one-column table never holds (quadratic in a window of many short records).
+    """
+    found = _CELL_END[delimiter].search(text, position)
+    stop = found.start() if found else len(text)
     if text[stop : stop + 1] == "\n" and stop > position and text[stop - 1] == "\r":
         stop -= 1
     return stop
