@@ -276,3 +276,35 @@ def test_an_output_named_near_the_name_limit_is_written(tmp_path: Path, name: st
     assert not report.errors and report.written == [tmp_path / name]
     assert pq.read_table(tmp_path / name).column("text").to_pylist()[1] is None
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet", name]
+
+
+def test_a_corrupt_row_group_names_the_input_and_the_row_group(tmp_path):
+    """A page that cannot be decoded is an error of the file read, not of the output (it was
+    "OUT.parquet: Parquet cannot write this file"), and says which row group it is in."""
+    source = tmp_path / "t.parquet"
+    table = pa.table({"text": pa.array([f"Sentence number {i} is here." for i in range(20)])})
+    pq.write_table(table, source, row_group_size=10, compression="none", use_dictionary=False)
+    column = pq.ParquetFile(source).metadata.row_group(1).column(0)
+    end = column.data_page_offset + column.total_compressed_size
+    data = bytearray(source.read_bytes())
+    data[end - 100 : end] = b"\xff" * 100  # the last values of the second row group
+    source.write_bytes(bytes(data))
+    report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=("text",)))
+    assert report.errors == [
+        f"{source}: row group 2 of 2 cannot be read (Invalid or truncated PLAIN-encoded BYTE_ARRAY data)"
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_a_string_cell_that_is_not_utf8_is_an_error_naming_its_row_and_column(tmp_path):
+    """A writer that does not check its strings can store other bytes in a string column:
+    that stopped the run with a UnicodeDecodeError traceback."""
+    source = tmp_path / "t.parquet"
+    offsets = pa.py_buffer(b"\x00\x00\x00\x00\x03\x00\x00\x00\x06\x00\x00\x00")
+    texts = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"Hi.\xff\xfe.")])
+    pq.write_table(pa.table({"id": [1, 2], "text": texts}), source, row_group_size=1)
+    report, _ = run(source, tmp_path / "out.parquet", ReadOptions(columns=("text",)))
+    assert report.errors == [
+        f"{source}: row 1 (0-based), column 'text': not valid UTF-8 (invalid start byte)"
+    ]
+    assert not (tmp_path / "out.parquet").exists()

@@ -58,8 +58,12 @@ class ParquetDocument:
         source = self._open(self.path)
         columns = self._columns(source)
 
+        rows = 0  # before the row group being translated
+
         def translated(table: Any) -> Any:
-            cells = self._cells(table, columns)
+            nonlocal rows
+            cells = self._cells(table, columns, rows)
+            rows += table.num_rows
             return _with_cells(table, columns, render_cells(cells, translate(cells_document(cells))))
 
         self._rewrite(source, target, translated, overwrite)
@@ -80,8 +84,11 @@ class ParquetDocument:
         parsed, column after column; only those columns are read."""
         columns = self._columns(source)
         names = [source.schema_arrow.names[index] for index in columns]
+        first_row = 0
         for group in range(source.metadata.num_row_groups):
-            yield self._cells(source.read_row_group(group, columns=names), range(len(columns)))
+            table = self._row_group(source, group, names)
+            yield self._cells(table, range(len(columns)), first_row)
+            first_row += table.num_rows
 
     def write_cells(
         self, source: Any, target: Path, groups: Iterator[list[str | None]], overwrite: bool = True
@@ -103,13 +110,41 @@ class ParquetDocument:
 
         self._rewrite(source, target, rebuilt, overwrite, no_more)
 
-    def _cells(self, table: Any, columns: Sequence[int]) -> Cells:
+    def _cells(self, table: Any, columns: Sequence[int], first_row: int) -> Cells:
+        """The cells of ``columns`` of ``table`` (a row group whose first row is row
+        ``first_row`` of the file), parsed; DocumentError naming the column and row of a
+        cell that is not valid UTF-8 (a writer that did not check its strings)."""
         options = ReadOptions(protect=self.options.protect)
         return [
             None if value is None else parse_text(value, "txt", options, self.path)
             for index in columns
-            for value in table.column(index).to_pylist()
+            for value in self._strings(table, index, first_row)
         ]
+
+    def _strings(self, table: Any, index: int, first_row: int) -> list[str | None]:
+        column = table.column(index)
+        try:
+            return column.to_pylist()
+        except UnicodeDecodeError as error:
+            row = next(row for row, value in enumerate(column) if _undecodable(value))
+            raise DocumentError(
+                f"{self.path}: row {first_row + row:,} (0-based), column "
+                f"{table.schema.names[index]!r}: not valid UTF-8 ({error.reason})"
+            ) from None
+
+    def _row_group(self, source: Any, group: int, columns: Sequence[str] | None = None) -> Any:
+        """Row group ``group`` of ``source`` (only ``columns``, if given); DocumentError
+        naming the file and the row group where its data cannot be read (a corrupt page, or
+        an I/O error)."""
+        pa = _pyarrow()
+        try:
+            return source.read_row_group(group, columns=columns)
+        except (pa.ArrowException, OSError) as error:  # pyarrow's ArrowIOError is an OSError
+            count = source.metadata.num_row_groups
+            reason = " ".join(str(error).split())  # pyarrow's may run over several lines
+            raise DocumentError(
+                f"{self.path}: row group {group + 1} of {count} cannot be read ({reason})"
+            ) from None
 
     def _rewrite(
         self,
@@ -121,7 +156,9 @@ class ParquetDocument:
     ) -> None:
         """Write each row group of ``source``, through ``change``, as one row group of a
         new file with its schema and codec, then call ``last`` (which may refuse the file by
-        raising), and move the file onto ``target`` (`producer.files.atomic_target`)."""
+        raising), and move the file onto ``target`` (`producer.files.atomic_target`). A row
+        group that cannot be read is a DocumentError naming ``source`` (`_row_group`), one
+        that cannot be written names ``target``."""
         pa = _pyarrow()
         metadata = source.metadata
         codecs = _codecs(metadata)
@@ -131,7 +168,7 @@ class ParquetDocument:
                 pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codecs) as writer,
             ):
                 for group in range(metadata.num_row_groups):
-                    table = change(source.read_row_group(group))
+                    table = change(self._row_group(source, group))
                     writer.write_table(table, row_group_size=max(1, table.num_rows))
                 last()
         except pa.ArrowException as error:
@@ -161,6 +198,15 @@ class ParquetDocument:
             if not _holds_strings(pa, kind):
                 raise DocumentError(f"{self.path}: column {schema.names[index]!r} holds {kind}, not strings")
         return indexes
+
+
+def _undecodable(value: Any) -> bool:
+    """Whether the string scalar ``value`` holds bytes that are not UTF-8."""
+    try:
+        value.as_py()
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _holds_strings(pa: Any, kind: Any) -> bool:
