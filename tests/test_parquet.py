@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from pathlib import Path
 
@@ -308,3 +309,35 @@ def test_a_string_cell_that_is_not_utf8_is_an_error_naming_its_row_and_column(tm
         f"{source}: row 1 (0-based), column 'text': not valid UTF-8 (invalid start byte)"
     ]
     assert not (tmp_path / "out.parquet").exists()
+
+
+def physical_types(path: Path) -> list[str]:
+    schema = pq.ParquetFile(path).metadata.schema
+    return [schema.column(i).physical_type for i in range(len(schema))]
+
+
+def test_int96_timestamps_and_the_format_version_are_kept(tmp_path):
+    """Spark, Hive and Impala write timestamps as INT96 and refuse the INT64 nanoseconds
+    they were written back as; a format 1.0 file became 2.6 (its uint32 column then a
+    UINT_32 that 1.0 readers do not know)."""
+    table = pa.table(
+        {
+            "at": pa.array([datetime.datetime(2020, 1, 1, 12, 0, 0, 123456)], pa.timestamp("us")),
+            "count": pa.array([7], pa.uint32()),
+            "text": ["Hello there."],
+        }
+    )
+    pq.write_table(table, tmp_path / "spark.parquet", use_deprecated_int96_timestamps=True)
+    pq.write_table(table, tmp_path / "old.parquet", version="1.0")
+    for name in ("spark.parquet", "old.parquet"):
+        source, target = tmp_path / name, tmp_path / f"out-{name}"
+        report, _ = run(source, target, ReadOptions(columns=("text",)))
+        assert not report.errors, report.errors
+        assert physical_types(target) == physical_types(source)
+        assert (
+            pq.ParquetFile(target).metadata.format_version == pq.ParquetFile(source).metadata.format_version
+        )
+        assert (
+            pq.read_table(target).drop_columns(["text"]).equals(pq.read_table(source).drop_columns(["text"]))
+        )
+    assert physical_types(tmp_path / "out-spark.parquet")[0] == "INT96"

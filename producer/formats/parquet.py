@@ -161,11 +161,11 @@ class ParquetDocument:
         that cannot be written names ``target``."""
         pa = _pyarrow()
         metadata = source.metadata
-        codecs = _codecs(metadata)
+        storage = _storage(metadata)
         try:
             with (
                 atomic_target(target, overwrite) as temporary,
-                pa.parquet.ParquetWriter(temporary, source.schema_arrow, compression=codecs) as writer,
+                pa.parquet.ParquetWriter(temporary, source.schema_arrow, **storage) as writer,
             ):
                 for group in range(metadata.num_row_groups):
                     table = change(self._row_group(source, group))
@@ -245,6 +245,26 @@ def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]
         column = values[n * table.num_rows : (n + 1) * table.num_rows]
         table = table.set_column(index, field, pa.array(column, type=field.type))
     return table
+
+
+#: The Parquet format versions pyarrow writes; a file of another is written in its default.
+_VERSIONS = ("1.0", "2.4", "2.6")
+
+
+def _storage(metadata: Any) -> dict[str, Any]:
+    """How the file of ``metadata`` stores its columns, as ``ParquetWriter`` options: each
+    column's codec (`_codecs`), the format version, and timestamps as the INT96 that Spark,
+    Hive and Impala write where it has any (read as ``timestamp[ns]``, they would be written
+    back as INT64 nanoseconds, which those engines refuse)."""
+    version = metadata.format_version
+    schema = metadata.schema
+    return {
+        "compression": _codecs(metadata),
+        **({"version": version} if version in _VERSIONS else {}),
+        "use_deprecated_int96_timestamps": any(
+            schema.column(i).physical_type == "INT96" for i in range(len(schema))
+        ),
+    }
 
 
 def _codecs(metadata: Any) -> dict[str, str] | str:
