@@ -15,6 +15,7 @@ callers report it (`failure`) and go on with the others.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import gzip
 import hashlib
@@ -126,7 +127,28 @@ def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + first_line
-        raise DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason})") from None
+        raise not_utf8(where, line, error, data if first_line == 1 else b"") from None
+
+
+#: Byte order marks of the Unicode encodings other than UTF-8, longest first (UTF-32's
+#: little-endian mark starts with UTF-16's).
+_OTHER_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def not_utf8(where: str | Path, line: int, error: UnicodeDecodeError, start: bytes = b"") -> DocumentError:
+    """The error for text that is not UTF-8 at ``line`` of ``where``; ``start``, the start of
+    the file (or nothing), is looked at for the byte order mark of a UTF-16 or UTF-32 file,
+    which the message then names, with how to convert it."""
+    encoding = next((name for bom, name in _OTHER_BOMS if start.startswith(bom)), None)
+    hint = ""
+    if encoding and error.start < len(codecs.BOM_UTF32_LE):
+        hint = f"; it starts with a {encoding} byte order mark: convert it (iconv -f {encoding} -t UTF-8)"
+    return DocumentError(f"{where}:{line}: not valid UTF-8 ({error.reason}){hint}")
 
 
 #: How messages and a job's records name stdin, which has no file name.

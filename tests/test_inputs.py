@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from producer import defaults, inputs
 from producer.inputs import Limits, decode_input, failure, stdin_lines, stream_input
 from producer.layout import DocumentError
+from producer.pipeline import stream_units
 
 
 def read_input(path: Path, line_bytes: int = defaults.MAX_LINE_BYTES) -> bytes:
@@ -159,6 +160,26 @@ def test_decode_names_the_line_of_invalid_utf8_anywhere_in_a_big_file():
     with pytest.raises(DocumentError, match=r"^big\.txt:5001: not valid UTF-8 \(invalid start byte\)$"):
         decode_input(data, "big.txt")
     assert decode_input(b"caf\xc3\xa9\r\n", "x") == "café\r\n"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "name"),
+    [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32"), ("utf-32-be", "UTF-32")],
+)
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, encoding, name):
+    """Its byte order mark tells it: "not valid UTF-8 (invalid start byte)" alone left the
+    reader to guess why a file that opens fine in an editor was refused."""
+    data = ("\ufeffHello there.\nBye.\n").encode(encoding)
+    message = (
+        rf"^u\.txt:1: not valid UTF-8 \(.+\); it starts with a {name} byte order mark: "
+        rf"convert it \(iconv -f {name} -t UTF-8\)$"
+    )
+    with pytest.raises(DocumentError, match=message):
+        decode_input(data, "u.txt")
+    with pytest.raises(DocumentError, match=message.replace("u\\.txt", "<stdin>")):
+        list(stream_units(iter([data])))
+    with pytest.raises(DocumentError, match=r"^u\.txt:3: not valid UTF-8 \(invalid start byte\)$"):
+        decode_input(data, "u.txt", first_line=3)  # a later window: no mark to look for
 
 
 def test_stdin_lines_never_read_more_than_one_byte_over_the_limit():
