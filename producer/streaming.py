@@ -142,9 +142,10 @@ class StreamedDocument:
         the unfinished record is longer than the line limit."""
         where = str(self.path)
         cut = table.record_end(text, defaults.DELIMITERS[self.fmt], where, first_line)
-        if len(text) - cut > self.options.limits.line_bytes:
+        limit = self.options.limits.line_bytes
+        if (len(text) - cut) * 4 > limit and len(text[cut:].encode("utf-8")) > limit:  # bytes, not characters
             line = first_line + text.count("\n", 0, cut)
-            raise line_too_long(where, line, self.options.limits.line_bytes, "record")
+            raise line_too_long(where, line, limit, "record")
         return text[:cut], text[cut:]
 
     def _header(self, text: str) -> list[str] | None:

@@ -483,6 +483,20 @@ def test_a_table_record_longer_than_the_line_limit_is_refused(tmp_path, monkeypa
         list(StreamedDocument(path, "csv", options).windows())
 
 
+def test_a_table_record_is_measured_in_bytes(tmp_path, monkeypatch):
+    """The limit is in bytes, as for a line: a record of about 350 bytes in 150 characters of
+    Chinese passed a limit of 200 bytes, measured in characters."""
+    monkeypatch.setattr(defaults, "STREAM_WINDOW_BYTES", 50)
+    monkeypatch.setattr(defaults, "READ_CHUNK_BYTES", 16)
+    path = tmp_path / "t.csv"
+    path.write_text('id,text\n1,"' + "中文\n" * 50 + '"\n2,ok\n', encoding="utf-8")
+    options = ReadOptions(columns=("text",), limits=Limits(line_bytes=200))
+    with pytest.raises(DocumentError, match="t.csv:2: record longer than 200 bytes"):
+        list(StreamedDocument(path, "csv", options).windows())
+    path.write_text('id,text\n1,"' + "中文\n" * 25 + '"\n2,ok\n', encoding="utf-8")  # 180 bytes
+    assert len(list(StreamedDocument(path, "csv", options).windows())) > 1
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
