@@ -341,3 +341,20 @@ def test_int96_timestamps_and_the_format_version_are_kept(tmp_path):
             pq.read_table(target).drop_columns(["text"]).equals(pq.read_table(source).drop_columns(["text"]))
         )
     assert physical_types(tmp_path / "out-spark.parquet")[0] == "INT96"
+
+
+def test_an_ordered_dictionary_column_keeps_the_order_of_its_values(tmp_path):
+    """Its dictionary was built anew in the order the cells came in: "Low." < "Medium." <
+    "High." became the translation of "High." < that of "Low." < that of "Medium."."""
+    source, target = tmp_path / "t.parquet", tmp_path / "out.parquet"
+    levels = pa.array(["Low.", "Medium.", "High."])
+    indices = pa.array([2, 0, None, 1, 0], pa.int8())
+    pq.write_table(pa.table({"level": pa.DictionaryArray.from_arrays(indices, levels, ordered=True)}), source)
+    report, _ = run(source, target, ReadOptions(columns=("level",)))
+    assert not report.errors, report.errors
+    (column,) = pq.read_table(target).column("level").chunks
+    assert column.type == pa.dictionary(pa.int8(), pa.string(), ordered=True)
+    assert column.dictionary.to_pylist() == [translated(level) for level in levels.to_pylist()]
+    assert column.to_pylist() == [
+        translated(t) if t else None for t in ["High.", "Low.", None, "Medium.", "Low."]
+    ]

@@ -238,13 +238,38 @@ def render_cells(cells: Sequence[Document | None], translations: Sequence[str]) 
 
 def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]) -> Any:
     """``table`` with the cells of ``columns`` (column after column) set to ``values``, each
-    column of its type as it was (a dictionary column is encoded again, nulls as null indices)."""
+    column of its type as it was (a dictionary column is encoded again, nulls as null indices;
+    an ordered one keeps the order of its values, `_ordered`)."""
     pa = _pyarrow()
     for n, index in enumerate(columns):
         field = table.schema.field(index)
         column = values[n * table.num_rows : (n + 1) * table.num_rows]
-        table = table.set_column(index, field, pa.array(column, type=field.type))
+        if pa.types.is_dictionary(field.type) and field.type.ordered:
+            array = _ordered(pa, table.column(index), column, field.type)
+        else:
+            array = pa.array(column, type=field.type)
+        table = table.set_column(index, field, array)
     return table
+
+
+def _ordered(pa: Any, original: Any, values: Sequence[str | None], kind: Any) -> Any:
+    """``values``, the translations of the cells of the ordered dictionary column
+    ``original``, as an array of its type ``kind`` whose dictionary keeps the order of the
+    original's: each translation ranks where the first of the values it translates ranked
+    (built from the cells alone, its dictionary would be in the order the cells come in,
+    and "low" < "high" could become "高" < "低")."""
+    rank: dict[str, int] = {}
+    for chunk in original.chunks:
+        for value in chunk.dictionary.to_pylist():
+            rank.setdefault(value, len(rank))
+    ranked: dict[str, int] = {}
+    for source, value in zip(original.to_pylist(), values, strict=True):
+        if value is not None:
+            ranked[value] = min(ranked.get(value, rank[source]), rank[source])
+    dictionary = sorted(ranked, key=ranked.__getitem__)
+    position = {value: i for i, value in enumerate(dictionary)}
+    indices = pa.array([None if value is None else position[value] for value in values], kind.index_type)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, kind.value_type), ordered=True)
 
 
 #: The Parquet format versions pyarrow writes; a file of another is written in its default.
