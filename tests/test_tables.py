@@ -172,6 +172,23 @@ def test_table_errors_name_the_file(content, columns, message):
     assert str(error.value).startswith(message)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_table_whose_lines_end_in_cr_alone_is_refused(tmp_path, fmt):
+    """Only LF (or CRLF) ends a record, so such a file (Excel's "CSV (Macintosh)") was one
+    record: its header, holding the column asked for, and no row to translate: written
+    back unchanged, without a word."""
+    delimiter = DELIMITER[fmt]
+    content = "\r".join(delimiter.join(row) for row in [["id", "text"], ["1", "Hello there."], ["2", "Bye."]])
+    with pytest.raises(DocumentError, match=rf"^t\.{fmt}:1: a carriage return outside quotes in the header"):
+        parse_text(content + "\r", fmt, ReadOptions(columns=("text",)), Path(f"t.{fmt}"))
+    path = tmp_path / f"t.{fmt}"
+    path.write_text(content, encoding="utf-8", newline="")
+    with pytest.raises(DocumentError, match="a carriage return outside quotes in the header"):
+        list(StreamedDocument(path, fmt, ReadOptions(columns=("text",))).windows())
+    quoted = f'id{delimiter}"te\rxt"\r\n1{delimiter}Hi there.\r\n'  # a quoted name may hold one
+    assert [s.text for s in parse_text(quoted, fmt, ReadOptions(columns=("1",))).segments] == ["Hi there."]
+
+
 def test_an_empty_table_has_nothing_to_translate():
     assert parse_text("", "csv", OPTIONS).segments == []
 

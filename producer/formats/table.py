@@ -35,10 +35,11 @@ def build(
     """Lay out ``builder.source`` as a table with a header, translating ``columns``.
 
     A column is a header name, or else a 0-based index. A cell is laid out like a ``.txt``
-    document (one unit per line). A missing column, an unterminated quoted cell or text
-    after a closing quote is a DocumentError naming ``where``:line (from ``first_line``).
-    With ``header`` (the names of a table's header, ``header_of``), the source is a later
-    window of that table's records, without the header.
+    document (one unit per line). A missing column, an unterminated quoted cell, text
+    after a closing quote or a header with a carriage return outside quotes (the lines of
+    a file that end in CR alone, which are not records) is a DocumentError naming
+    ``where``:line (from ``first_line``). With ``header`` (the names of a table's header,
+    ``header_of``), the source is a later window of that table's records, without the header.
     """
     source = builder.source
     scanned = scan(source, delimiter, where, first_line)
@@ -46,6 +47,12 @@ def build(
         first = next(scanned, None)
         if first is None:
             return
+        if any("\r" in source[s:e] and not source.startswith('"', s) for s, e in first):
+            raise DocumentError(
+                f"{where}:{first_line}: a carriage return outside quotes in the header: only a line "
+                "feed (LF or CRLF) ends a record, and lines that end in CR alone (as old Mac "
+                "programs write them) would be one record; convert them to LF"
+            )
         header = [cell_value(source[s:e]) for s, e in first]
     indexes = column_indexes(header, columns, where)
     for record in scanned:
