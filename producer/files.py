@@ -191,12 +191,27 @@ def write_atomic(path: Path, text: str | Iterable[str], overwrite: bool = True) 
     piece = defaults.WRITE_CHUNK_CHARS
     with atomic_target(path, overwrite) as temporary, open(temporary, "wb") as handle:
         writer = compressing(handle, compression_of(path))
-        for part in [text] if isinstance(text, str) else text:
-            for start in range(0, len(part), piece):
-                writer.write(part[start : start + piece].encode("utf-8"))
-        writer.close()
-        handle.flush()
-        os.fsync(handle.fileno())
+        for part in [text] if isinstance(text, str) else text:  # reading: its own errors
+            with naming_output(path):
+                for start in range(0, len(part), piece):
+                    writer.write(part[start : start + piece].encode("utf-8"))
+        with naming_output(path):
+            writer.close()
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+@contextmanager
+def naming_output(path: Path) -> Iterator[None]:
+    """An OSError that names no file, raised in the block (a write that finds the disk full),
+    as one naming ``path``, the output written there: it is reported under the output's
+    name, where one without a name would be taken for a failure of the input."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
 def contained(root: Path, relative: str) -> Path:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from producer.documents import DocumentError
+from producer import files, streaming
+from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, OutputAppeared, atomic_target, plan_files, write_atomic
+from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
+from tests.test_streaming import FakeTranslator
 
 
 @pytest.fixture
@@ -127,3 +131,60 @@ def test_a_file_in_place_of_an_output_directory_is_named_as_such(tmp_path: Path)
         pass
     assert raised.value.strerror == f"Not a directory ({tmp_path / 'a.txt'} exists and is not a directory)"
     assert raised.value.filename == str(tmp_path / "a.txt" / "b.txt")
+
+
+class FullDisk:
+    """A writer whose writes find the disk full, as the kernel says it: an OSError that
+    names no file."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_full_disk_is_reported_under_the_output_s_name(tmp_path: Path, monkeypatch):
+    """It was reported under the input's name ("big.csv: No space left on device"), as if
+    the input could not be read; a read that fails the same way still names the input."""
+    source, target = tmp_path / "in.csv", tmp_path / "out" / "in.csv"
+    source.write_text("id,text\n1,Hello there.\n")
+    options = RunOptions(read=ReadOptions(columns=("text",)))
+
+    def run() -> RunReport:
+        report = RunReport()
+        return translate_files(
+            read_tasks([FileTask(source, target)], options, report), FakeTranslator(), report
+        )
+
+    monkeypatch.setattr(files, "compressing", lambda raw, compression: FullDisk(raw))
+    assert run().errors == [f"{target}: {os.strerror(errno.ENOSPC)}"]
+    monkeypatch.undo()
+
+    def failing_read(path, limits):
+        yield b"id,text\n"
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(streaming, "stream_input", failing_read)
+    assert run().errors == [f"{source}: {os.strerror(errno.EIO)}"]
+    assert sorted(os.listdir(tmp_path)) == ["in.csv", "out"] and not os.listdir(tmp_path / "out")
+
+
+def test_a_full_disk_fails_a_parquet_output_under_its_name(tmp_path: Path, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"text": ["Hello there."]}), source)
+
+    def full(self, table, row_group_size=None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as pyarrow's ArrowIOError
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    report = RunReport()
+    options = RunOptions(read=ReadOptions(columns=("text",)))
+    translate_files(read_tasks([FileTask(source, target)], options, report), FakeTranslator(), report)
+    assert report.errors == [f"{target}: {os.strerror(errno.ENOSPC)}"]
+    assert sorted(os.listdir(tmp_path)) == ["in.parquet"]

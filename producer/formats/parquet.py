@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from producer.documents import Document, DocumentError, ReadOptions, parse_text
-from producer.files import atomic_target
+from producer.files import atomic_target, naming_output
 from producer.formats.table import column_indexes
 from producer.inputs import check_regular, file_digest, open_regular
 
@@ -157,20 +157,24 @@ class ParquetDocument:
         """Write each row group of ``source``, through ``change``, as one row group of a
         new file with its schema and codec, then call ``last`` (which may refuse the file by
         raising), and move the file onto ``target`` (`producer.files.atomic_target`). A row
-        group that cannot be read is a DocumentError naming ``source`` (`_row_group`), one
-        that cannot be written names ``target``."""
+        group that cannot be read is a DocumentError naming ``source`` (`_row_group`); what
+        cannot be written (a full disk included) names ``target``."""
         pa = _pyarrow()
         metadata = source.metadata
         storage = _storage(metadata)
         try:
-            with (
-                atomic_target(target, overwrite) as temporary,
-                pa.parquet.ParquetWriter(temporary, source.schema_arrow, **storage) as writer,
-            ):
-                for group in range(metadata.num_row_groups):
-                    table = change(self._row_group(source, group))
-                    writer.write_table(table, row_group_size=max(1, table.num_rows))
-                last()
+            with atomic_target(target, overwrite) as temporary:
+                with naming_output(target):
+                    writer = pa.parquet.ParquetWriter(temporary, source.schema_arrow, **storage)
+                try:
+                    for group in range(metadata.num_row_groups):
+                        table = change(self._row_group(source, group))
+                        with naming_output(target):
+                            writer.write_table(table, row_group_size=max(1, table.num_rows))
+                    last()
+                finally:
+                    with naming_output(target):
+                        writer.close()
         except pa.ArrowException as error:
             raise DocumentError(f"{target}: Parquet cannot write this file: {error}") from None
 
