@@ -189,6 +189,14 @@ def test_a_table_whose_lines_end_in_cr_alone_is_refused(tmp_path, fmt):
     assert [s.text for s in parse_text(quoted, fmt, ReadOptions(columns=("1",))).segments] == ["Hi there."]
 
 
+def test_a_missing_column_of_a_wide_table_lists_its_first_names():
+    header = ",".join(f"c{i}" for i in range(5000))
+    with pytest.raises(DocumentError) as error:
+        parse_text(header + "\n", "csv", ReadOptions(columns=("text",)), Path("t.csv"))
+    listed = ", ".join(f"'c{i}'" for i in range(20))
+    assert str(error.value) == f"t.csv: no column 'text'; its 5,000 columns are {listed} and 4,980 more"
+
+
 def test_an_empty_table_has_nothing_to_translate():
     assert parse_text("", "csv", OPTIONS).segments == []
 

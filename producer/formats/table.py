@@ -69,6 +69,11 @@ def header_of(text: str, delimiter: str, where: str) -> list[str]:
     return [cell_value(text[s:e]) for s, e in first]
 
 
+#: How many of a table's column names the error for a missing column lists (a wide table's
+#: would make one line of tens of kilobytes).
+_LISTED = 20
+
+
 def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) -> list[int]:
     """The sorted distinct indexes of ``columns`` (names, or else 0-based indexes) in ``header``;
     DocumentError naming ``where`` and listing the header's columns for one it lacks, or
@@ -88,8 +93,11 @@ def column_indexes(header: Sequence[str], columns: tuple[str, ...], where: str) 
         elif column.isascii() and column.isdigit() and int(column) < len(names):
             indexes.add(int(column))
         else:
-            listed = ", ".join(repr(name) for name in names)
-            raise DocumentError(f"{where}: no column {column!r}; its {len(names)} columns are {listed}")
+            listed = ", ".join(repr(name) for name in names[:_LISTED])
+            more = f" and {len(names) - _LISTED:,} more" if len(names) > _LISTED else ""
+            raise DocumentError(
+                f"{where}: no column {column!r}; its {len(names):,} columns are {listed}{more}"
+            )
     return sorted(indexes)
 
 
