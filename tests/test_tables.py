@@ -187,6 +187,14 @@ def test_a_table_whose_lines_end_in_cr_alone_is_refused(tmp_path, fmt):
         list(StreamedDocument(path, fmt, ReadOptions(columns=("text",))).windows())
     quoted = f'id{delimiter}"te\rxt"\r\n1{delimiter}Hi there.\r\n'  # a quoted name may hold one
     assert [s.text for s in parse_text(quoted, fmt, ReadOptions(columns=("1",))).segments] == ["Hi there."]
+    # lines ending in CR CR LF (csv.writer on a file opened in Windows text mode) are records
+    doubled = f"id{delimiter}text{delimiter}note\r\r\n1{delimiter}Hi there.{delimiter}x\r\r\n"
+    assert [s.text for s in parse_text(doubled, fmt, ReadOptions(columns=("text",))).segments] == [
+        "Hi there."
+    ]
+    empty_first = f"id{delimiter}text\r{delimiter}Hi there.\r"  # a CR before a delimiter
+    with pytest.raises(DocumentError, match="a carriage return outside quotes in the header"):
+        parse_text(empty_first, fmt, ReadOptions(columns=("text",)))
 
 
 def test_a_missing_column_of_a_wide_table_lists_its_first_names():

@@ -47,7 +47,7 @@ def build(
         first = next(scanned, None)
         if first is None:
             return
-        if any("\r" in source[s:e] and not source.startswith('"', s) for s, e in first):
+        if _ends_records_in_cr(source, first):
             raise DocumentError(
                 f"{where}:{first_line}: a carriage return outside quotes in the header: only a line "
                 "feed (LF or CRLF) ends a record, and lines that end in CR alone (as old Mac "
@@ -59,6 +59,17 @@ def build(
         for index in indexes:
             if index < len(record):
                 _translate_cell(builder, *record[index], codec)
+
+
+def _ends_records_in_cr(source: str, header: Record) -> bool:
+    """Whether the ``header`` record of ``source`` holds a carriage return outside quotes
+    where a CR line ending would put one: before a delimiter or more text. A CR at the very
+    end of the record (a line ending CR CR LF, as a CSV writer given a file opened in
+    Windows text mode writes) is only part of its last name."""
+    unquoted = [source[s:e] for s, e in header if not source.startswith('"', s)]
+    if header and not source.startswith('"', header[-1][0]):
+        unquoted[-1] = unquoted[-1].rstrip("\r")
+    return any("\r" in raw for raw in unquoted)
 
 
 def header_of(text: str, delimiter: str, where: str) -> list[str]:
