@@ -79,7 +79,9 @@ def _named_by_variable(model: Path | None) -> str:
 
 
 @click.command("translate")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+# readable=False: a file that cannot be read fails alone, reported by the pipeline, while the
+# others are translated; click's own check would stop the whole run with a usage error.
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @click.option(
     "-o",
     "--out",

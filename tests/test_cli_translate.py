@@ -511,6 +511,30 @@ def test_a_report_never_names_an_input_or_an_output(tmp_path, tiny_bundle):
     assert not (corpus / "sub").exists() and not (tmp_path / "corpus.zh").exists()
 
 
+def test_a_file_named_that_cannot_be_read_fails_alone(tmp_path, tiny_bundle, monkeypatch):
+    unread, fine = tmp_path / "unread.txt", tmp_path / "fine.txt"
+    unread.write_text("Hello world.\n")
+    fine.write_text("Good night.\n")
+    unread.chmod(0)
+    # as root no permission denies a read: deny it as it is denied to anyone else
+    access, open_descriptor = os.access, os.open
+
+    def denied_access(path, mode, *args, **kwargs):
+        return os.fspath(path) != str(unread) and access(path, mode, *args, **kwargs)
+
+    def denied_open(path, flags, *args, **kwargs):
+        if os.fspath(path) == str(unread):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return open_descriptor(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", denied_access)
+    monkeypatch.setattr(os, "open", denied_open)
+    result = CliRunner().invoke(main, ["translate", str(unread), str(fine), "--model", str(tiny_bundle)])
+    assert result.exit_code == 1, result.output  # not a usage error stopping the run
+    assert f"error: {unread}: Permission denied" in result.output
+    assert (tmp_path / "fine.zh.txt").exists() and not (tmp_path / "unread.zh.txt").exists()
+
+
 def test_an_output_that_cannot_be_written_is_named_as_the_output(tmp_path, tiny_bundle):
     (tmp_path / "in").mkdir()
     for name in ("a.txt", "b.txt"):
