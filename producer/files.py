@@ -124,8 +124,11 @@ def atomic_target(path: Path, overwrite: bool = True, always: bool = False) -> I
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as error:
-        reason = f"{os.strerror(errno.ENOTDIR)} ({error.filename} exists and is not a directory)"
+    except (FileExistsError, NotADirectoryError):  # the file is the parent, or further up
+        blocking = next((p for p in (path.parent, *path.parent.parents) if _not_a_directory(p)), None)
+        if blocking is None:  # gone meanwhile: say what mkdir said
+            raise
+        reason = f"{os.strerror(errno.ENOTDIR)} ({blocking} exists and is not a directory)"
         raise NotADirectoryError(errno.ENOTDIR, reason, str(path)) from None
     temporary = path.with_name(_temporary_name(path))
     succeeded = False
@@ -138,6 +141,11 @@ def atomic_target(path: Path, overwrite: bool = True, always: bool = False) -> I
                 _move(temporary, path, overwrite)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+def _not_a_directory(path: Path) -> bool:
+    """Whether something other than a directory (or a link to one) is at ``path``."""
+    return os.path.lexists(path) and not path.is_dir()
 
 
 def _temporary_name(path: Path) -> str:

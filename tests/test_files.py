@@ -131,6 +131,11 @@ def test_a_file_in_place_of_an_output_directory_is_named_as_such(tmp_path: Path)
         pass
     assert raised.value.strerror == f"Not a directory ({tmp_path / 'a.txt'} exists and is not a directory)"
     assert raised.value.filename == str(tmp_path / "a.txt" / "b.txt")
+    # an output deeper in the tree names the same file, not only "Not a directory"
+    with pytest.raises(NotADirectoryError) as raised, atomic_target(tmp_path / "a.txt" / "sub" / "b.txt"):
+        pass
+    assert raised.value.strerror == f"Not a directory ({tmp_path / 'a.txt'} exists and is not a directory)"
+    assert raised.value.filename == str(tmp_path / "a.txt" / "sub" / "b.txt")
 
 
 class FullDisk:
