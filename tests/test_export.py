@@ -328,6 +328,9 @@ def test_local_path_that_is_not_a_checkpoint(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SourceError, match="missing config.json"):
         resolve(str(tmp_path / "empty"))
+    (tmp_path / "config.json").write_text("{}")  # a file of a checkpoint, given in its place
+    with pytest.raises(SourceError, match=r"config.json: not a directory \(a checkpoint is a directory"):
+        resolve(str(tmp_path / "config.json"))
 
 
 # Runs the CLI as if torch were not installed: None in sys.modules makes find_spec("torch")

@@ -137,7 +137,11 @@ def resolve(source: str, revision: str | None = None) -> Checkpoint:
         _check_layout(path, source)
         _check_contents(path, source)
         return Checkpoint(path.resolve(), str(path.resolve()), None)
-    if path.exists() or source.startswith((".", "/", "~")) or source.count("/") != 1:
+    if path.exists():  # a file: a checkpoint is a directory
+        raise SourceError(
+            f"{source}: not a directory (a checkpoint is a directory, or a hub id like org/name)"
+        )
+    if source.startswith((".", "/", "~")) or source.count("/") != 1:
         raise SourceError(f"{source}: no such checkpoint directory (and not a hub id like org/name)")
     from huggingface_hub import snapshot_download
 
