@@ -60,7 +60,8 @@ def _corpus(ctx: click.Context, param: click.Parameter, value: str | None) -> st
     """The corpus as given ('none', or unset for the default when present); a file named
     that is not there is refused, never skipped."""
     if value not in (None, "none") and not Path(value).is_file():
-        raise click.BadParameter(f"{value}: no such file ('none' skips the corpus)", ctx=ctx, param=param)
+        what = "a directory, not a file" if Path(value).is_dir() else "no such file"
+        raise click.BadParameter(f"{value}: {what} ('none' skips the corpus)", ctx=ctx, param=param)
     return value
 
 

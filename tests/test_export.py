@@ -185,6 +185,7 @@ def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
     ("flag", "value", "message"),
     [
         ("--parity-corpus", "missing.tsv", "missing.tsv: no such file ('none' skips the corpus)"),
+        ("--parity-corpus", ".", ".: a directory, not a file ('none' skips the corpus)"),
         ("--fp32-max-diff", "nan", "nan is not a threshold"),
         ("--fp32-max-diff", "-1", "-1.0 is not in the range x>=0."),
         ("--fp32-max-diff", "inf", "inf is not a threshold"),
