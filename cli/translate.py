@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -152,7 +153,10 @@ def translate_command(
             raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         if columns:
             raise click.UsageError("--column reads .csv/.tsv files, not stdin")
-        _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
+        try:
+            _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
+        except KeyboardInterrupt:  # a stop, as SIGTERM's 143 is, not click's "Aborted!" and 1
+            sys.exit(128 + signal.SIGINT)
         return
     if out == "-":  # not a file named "-": files are written atomically, never to stdout
         raise click.UsageError(

@@ -408,6 +408,24 @@ def test_a_failed_read_of_stdin_is_one_line_naming_it_after_what_was_written(tin
     assert result.stderr == "Error: <stdin>: Input/output error\n"  # as submit - says it
 
 
+class StdinInterruptedAfter(StdinFailingAfter):
+    """A stdin that gives `data`, then is interrupted by Ctrl-C while the next line is awaited."""
+
+    def readinto(self, buffer: bytearray) -> int:
+        if len(buffer) and not self.left:
+            raise KeyboardInterrupt
+        return super().readinto(buffer)
+
+
+def test_ctrl_c_stops_stdin_with_status_130_after_what_was_written(tiny_bundle, translator):
+    model = ["--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, ["translate", "-", *model], input=StdinInterruptedAfter(b"Hello.\n"))
+    assert result.exit_code == 130, result.output  # as files and SIGTERM: a stop, not a failure (1)
+    [first] = [result.text for result in translator.translate(["Hello."])]
+    assert result.stdout == first + "\n"
+    assert "Aborted" not in result.output
+
+
 def test_report_lists_each_flagged_sentence_of_the_demo_model(tmp_path):
     """--report on the demo model, which loops and mangles digits: one record per flagged
     sentence, with its line, as the flags of the model's own results say; counts in the summary."""
