@@ -147,11 +147,12 @@ def test_fp32_encoder_option_keeps_one_encoder(tiny_marian_dir, tmp_path):
     assert not (bundle / "encoder.int8.onnx").exists()
 
 
-def test_fp32_lm_head_option_keeps_one_shared_matrix(tiny_marian_dir, tmp_path):
-    bundle = export_tiny(
+@pytest.mark.parametrize("op_types", [("MatMul",), ("MatMul", "Gather")])
+def test_fp32_lm_head_option_keeps_one_shared_matrix(tiny_marian_dir, tmp_path, op_types):
+    bundle = export_tiny(  # Gather among the op types left the Gemm reading a removed matrix
         tiny_marian_dir,
         tmp_path / "bundle",
-        quantize=QuantizeOptions(scheme="tensor", quantize_embeddings=False),
+        quantize=QuantizeOptions(scheme="tensor", quantize_embeddings=False, op_types=op_types),
     )
     int8 = onnx.load(bundle / "decoder.int8.onnx")
     users = [n.op_type for n in int8.graph.node if "embed_tokens.weight" in n.input]

@@ -235,9 +235,13 @@ def quantize_tensors(model: onnx.ModelProto, options: QuantizeOptions) -> onnx.M
     """The "tensor" scheme: onnxruntime dynamic quantization, embedding as options say."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    gemm = next(n.name for n in _consumers(model.graph, EMBEDDING) if n.op_type == "Gemm")
+    users = _consumers(model.graph, EMBEDDING)
+    gemm = next(n.name for n in users if n.op_type == "Gemm")
+    excluded = [f"{gemm}_MatMul"]
     if options.quantize_embeddings:
         model = quantize_tied_embedding(model)
+    else:  # the matrix stays fp32 for both its users, even where op_types names Gather
+        excluded += [n.name for n in users if n.op_type == "Gather"]
     with tempfile.TemporaryDirectory() as scratch:
         staged_in, staged_out = Path(scratch) / "in.onnx", Path(scratch) / "out.onnx"
         onnx.save(model, staged_in)
@@ -248,7 +252,7 @@ def quantize_tensors(model: onnx.ModelProto, options: QuantizeOptions) -> onnx.M
             per_channel=options.per_channel,
             reduce_range=options.reduce_range,
             weight_type=QuantType.QInt8,
-            nodes_to_exclude=[f"{gemm}_MatMul"],
+            nodes_to_exclude=excluded,
         )
         model = onnx.load(staged_out)
     if not options.quantize_embeddings:
