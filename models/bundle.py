@@ -175,9 +175,8 @@ def read_manifest(directory: str | Path) -> Manifest:
     directory = Path(directory)
     path = directory / MANIFEST
     if not directory.is_dir():
-        raise BundleError(
-            f"{directory}: no such directory (a bundle is a directory made by `transqueue export`)"
-        )
+        what = "not a directory" if directory.exists() else "no such directory"
+        raise BundleError(f"{directory}: {what} (a bundle is a directory made by `transqueue export`)")
     if not path.is_file():
         raise BundleError(
             f"{directory}: not a transqueue model bundle (no {MANIFEST}). Make one with "

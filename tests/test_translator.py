@@ -117,6 +117,8 @@ def test_corrupt_or_incompatible_bundles_are_refused(tiny_bundle, tmp_path):
         Translator(tmp_path)
     with pytest.raises(BundleError, match="missing: no such directory"):
         Translator(tmp_path / "missing")
+    with pytest.raises(BundleError, match="bundle.json: not a directory"):  # a file, not a typo
+        Translator(future / "bundle.json")
 
 
 @pytest.mark.parametrize("role", ["source", "target", "codec"])
