@@ -253,7 +253,7 @@ def validate_command(
         click.echo(json.dumps(report, indent=2))
     else:
         click.echo(size_report(bundle, {**manifest.data, "validation": report}))
-    click.echo("validation passed")
+    click.echo("validation passed", err=as_json)  # --json: stdout holds the JSON alone
 
 
 COMMANDS = (export_command, validate_command)

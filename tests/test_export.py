@@ -179,6 +179,12 @@ def test_cli_export_then_validate(tiny_marian_dir, tmp_path):
     result = runner.invoke(main, ["validate", str(out), "--reference", str(tiny_marian_dir), *flags])
     assert result.exit_code == 0, result.output
     assert "validation passed" in result.output
+    result = runner.invoke(
+        main, ["validate", str(out), "--reference", str(tiny_marian_dir), "--json", *flags]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["fp32"]["greedy_identical"] == 56  # stdout is the JSON alone
+    assert result.stderr.endswith("validation passed\n")
 
 
 @pytest.mark.parametrize("command", ["export", "validate"])
