@@ -208,6 +208,18 @@ def test_a_validation_flag_that_would_check_nothing_is_a_usage_error(tmp_path, c
     assert result.output.splitlines()[-1] == f"Error: Invalid value for '{flag}': {message}"
 
 
+def test_an_out_that_cannot_be_made_is_one_line_naming_it(tiny_marian_dir, tmp_path):
+    (tmp_path / "file").write_text("not a directory\n")
+    out = tmp_path / "file" / "bundle"
+    result = CliRunner().invoke(
+        main, ["export", str(tiny_marian_dir), "--out", str(out), "--skip-validation"]
+    )
+    assert result.exit_code == 1 and not isinstance(result.exception, OSError), result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: {out}.partial: cannot make the bundle's directory here (Not a directory)"
+    )
+
+
 def test_a_bundle_that_fails_validation_replaces_nothing_and_is_left_in_partial(
     tiny_marian_dir, tiny_bundle, tmp_path
 ):

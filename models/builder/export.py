@@ -242,9 +242,14 @@ def build_bundle(checkpoint: Checkpoint, out: Path, options: ExportOptions) -> d
     model = load_model(checkpoint.directory)
     check_supported(model.config, model.generation_config, checkpoint.directory)
     staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+    except OSError as error:  # a file in the way, a read-only or missing file system
+        raise ExportError(
+            f"{staging}: cannot make the bundle's directory here ({error.strerror or error})"
+        ) from None
     export_encoder(model, staging / ENCODER)
     export_decoder(model, staging / DECODER)
     # before quantization, so that the int8 graphs inherit it
