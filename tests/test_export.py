@@ -122,6 +122,19 @@ def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path)
     assert result.exit_code == 1 and "ships only int8 (exported with --int8-only)" in result.output
 
 
+def test_an_int8_only_bundle_exported_unvalidated_is_never_said_to_be_validated(tiny_marian_dir, tmp_path):
+    out = tmp_path / "bundle"
+    args = ["export", str(tiny_marian_dir), "--out", str(out), "--int8-only", "--skip-validation"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "run `transqueue validate`" not in result.output  # it cannot: its fp32 graphs are gone
+    assert "with --int8-only it cannot be validated later" in result.output
+    args = ["validate", str(out), "--reference", str(tiny_marian_dir), "--parity-corpus", "none"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "it was never validated" in result.output
+    assert "validated at export" not in result.output
+
+
 def test_row_scheme_export_quantizes_the_encoder_token_by_token(tiny_bundle):
     bundle = tiny_bundle
     manifest = read_manifest(bundle)

@@ -252,11 +252,18 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     from models.translator import BatchOptions, Translator
 
     batches = BatchOptions(max_batch=defaults.VALIDATION_MAX_BATCH)
-    if "fp32" not in read_manifest(bundle_dir).precisions:
+    manifest = read_manifest(bundle_dir)
+    if "fp32" not in manifest.precisions:
+        skipped = manifest.data.get("validation", {}).get("skipped")
         raise ValidationError(
             f"{bundle_dir}: this bundle ships only int8 (exported with --int8-only), and its int8 "
-            "outputs are checked against its fp32 ones: it was validated at export (bundle.json "
-            "records the report); export again without --int8-only to validate it here"
+            "outputs are checked against its fp32 ones: "
+            + (
+                "exported with --skip-validation too, it was never validated; "
+                if skipped
+                else "it was validated at export (bundle.json records the report); "
+            )
+            + "export again without --int8-only to validate it here"
         )
 
     torch.manual_seed(0)
