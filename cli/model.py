@@ -65,6 +65,24 @@ def _corpus(ctx: click.Context, param: click.Parameter, value: str | None) -> st
     return value
 
 
+def _op_types(value: str) -> tuple[str, ...]:
+    """``--op-types`` as a tuple; a usage error for an empty list (which onnxruntime reads
+    as every op type) or a name its dynamic quantization does not handle (skipped silently:
+    an "int8" decoder left fp32)."""
+    from onnxruntime.quantization.registry import IntegerOpsRegistry
+
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in IntegerOpsRegistry]
+    if not names or unknown:
+        said = f"{', '.join(unknown)}: not among" if unknown else "name at least one of"
+        raise click.BadParameter(
+            f"{said} the op types onnxruntime's dynamic quantization handles "
+            f"({', '.join(sorted(IntegerOpsRegistry))})",
+            param_hint="'--op-types'",
+        )
+    return names
+
+
 def validation_flags(function: F) -> F:
     """Attach the validation threshold options shared by export and validate."""
     for option in reversed(
@@ -202,7 +220,7 @@ def export_command(
             scheme=int8_scheme,
             per_channel=per_channel,
             reduce_range=reduce_range,
-            op_types=tuple(t.strip() for t in op_types.split(",") if t.strip()),
+            op_types=_op_types(op_types),
             quantize_embeddings=quantize_embeddings,
             encoder=int8_encoder,
         ),

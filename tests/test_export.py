@@ -233,6 +233,17 @@ def test_an_out_that_cannot_be_made_is_one_line_naming_it(tiny_marian_dir, tmp_p
     )
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("Gemm", "Gemm: not among"), ("MatMul,Bogus", "Bogus: not among"), (",", "name at least one of")],
+)
+def test_op_types_that_would_quantize_nothing_or_everything_are_a_usage_error(tmp_path, value, said):
+    args = ["export", "x", "--out", str(tmp_path / "y"), "--int8-scheme", "tensor", "--op-types", value]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '--op-types': {said} the op types onnxruntime's" in result.output
+
+
 def test_a_bundle_that_fails_validation_replaces_nothing_and_is_left_in_partial(
     tiny_marian_dir, tiny_bundle, tmp_path
 ):
