@@ -166,6 +166,7 @@ def status_command(job_id: str) -> None:
         f"rate         {f'{rate:.1f} sentences/s' if rate else 'not started'}",
         f"ETA          {'none (cancelled)' if info.state == CANCELLED else duration(info.eta(now))}",
         f"dead letters {info.dead}",
+        *_dead_letter_lines(store, job_id),
     ]
     if info.model:
         serving = store.serving(info.queue)
@@ -174,22 +175,29 @@ def status_command(job_id: str) -> None:
         lines.append(f"output       {info.out}")
     lines.append(_flags_line(store, job_id))
     click.echo("\n".join(lines))
-    by_reason: dict[str, list[DeadLetter]] = {}
-    for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
-        by_reason.setdefault(letter.reason, []).append(letter)
-    for reason, letters in by_reason.items():  # identical reasons once, with a few examples
-        click.echo(f"  {len(letters)} sentences: {reason}")
-        for letter in letters[:SHOWN_PER_REASON]:
-            click.echo(
-                f"    sentence {letter.slot} (chunk {letter.chunk}, delivery {letter.deliveries}): "
-                f"{letter.text!r}"
-            )
-        if len(letters) > SHOWN_PER_REASON:
-            click.echo(f"    … and {len(letters) - SHOWN_PER_REASON} more")
     errors = store.errors(job_id)
     click.echo(f"errors       {len(errors)}")
     for (text, where), count in Counter((str(e["error"]), f"{e['worker']}") for e in errors).most_common():
         click.echo(f"  {count} × on {where}: {text}")
+
+
+def _dead_letter_lines(store: JobStore, job_id: str) -> list[str]:
+    """The job's dead letters as `status` lists them under its ``dead letters`` line: each
+    distinct reason once, with its count and a few examples."""
+    by_reason: dict[str, list[DeadLetter]] = {}
+    for letter in sorted(store.dead_letters(job_id).values(), key=lambda d: d.slot):
+        by_reason.setdefault(letter.reason, []).append(letter)
+    lines = []
+    for reason, letters in by_reason.items():
+        lines.append(f"  {len(letters)} sentences: {reason}")
+        lines.extend(
+            f"    sentence {letter.slot} (chunk {letter.chunk}, delivery {letter.deliveries}): "
+            f"{letter.text!r}"
+            for letter in letters[:SHOWN_PER_REASON]
+        )
+        if len(letters) > SHOWN_PER_REASON:
+            lines.append(f"    … and {len(letters) - SHOWN_PER_REASON} more")
+    return lines
 
 
 def _flags_line(store: JobStore, job_id: str) -> str:

@@ -272,6 +272,11 @@ def test_status_shows_each_dead_letter_reason_once(redis_server, tmp_path):
         store.dead_letter(job_id, letter)
     status = CliRunner().invoke(main, ["status", job_id], env=env).output
     assert status.count("BundleError('gone')") == 1 and "  2 sentences: BundleError('gone')" in status
+    lines = status.splitlines()  # listed under their line, not under the flags line below it
+    dead = lines.index("dead letters 2")
+    assert lines[dead + 1] == "  2 sentences: BundleError('gone')"
+    assert lines[dead + 2] == "    sentence 0 (chunk 0, delivery 3): 's0'"
+    assert lines.index(next(line for line in lines if line.startswith("flags "))) > dead + 3
 
 
 def test_chunks_show_a_summary_not_their_sentences(redis_server):
