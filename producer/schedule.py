@@ -88,7 +88,10 @@ def load_schedule(path: str | Path) -> tuple[InboxEntry, ...]:
         raise ScheduleError(f"{path}: {exc}") from None
     tables = data.get("inbox") if isinstance(data, dict) else None
     if not isinstance(tables, list):
-        raise ScheduleError(f"{path}: expected a list of 'inbox' entries")
+        raise ScheduleError(
+            f"{path}: expected the entries as a list under the key 'inbox' ([[inbox]] tables in "
+            'TOML, {"inbox": [...]} in JSON)'
+        )
     entries = tuple(_entry(path, n, table) for n, table in enumerate(tables))
     names = [e.name for e in entries]
     for name in names:

@@ -73,6 +73,16 @@ def test_json_schedule(tmp_path):
     assert load_schedule(path)[0].schedule == 5
 
 
+@pytest.mark.parametrize("data", [[{"name": "a", "inbox": "i", "outbox": "o", "schedule": 5}], {"inbox": 5}])
+def test_entries_not_under_the_inbox_key_say_where_they_go(tmp_path, data):
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(
+        ScheduleError, match=r"as a list under the key 'inbox' .*\{\"inbox\": \[\.\.\.\]\} in JSON"
+    ):
+        load_schedule(path)
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
