@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 #: Invalid files of an inbox listed by `transqueue runs` (the count says how many more).
 INVALID_SHOWN = 20
 
+#: What a scheduler started without TRANSQUEUE_SCHEDULE says: it still consumes the inbox
+#: queue, so next to a configured scheduler it would take and drop some of its tasks.
+NO_SCHEDULE = (
+    "warning: TRANSQUEUE_SCHEDULE is not set: this scheduler scans no inbox, and drops the "
+    "scans and deliveries it takes from the inbox queue (TRANSQUEUE_INBOX_QUEUE)"
+)
+
 
 @click.command("worker", context_settings={"ignore_unknown_options": True})
 @click.option(
@@ -116,6 +123,8 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
         except (ScheduleError, ProtectError) as error:
             raise click.ClickException(str(error)) from None
         model_key_of(None, settings)  # the model its jobs ask for: else every scan would fail
+    else:
+        click.echo(NO_SCHEDULE, err=True)
     refuse_bad_credentials(settings)
     run_celery_worker(
         app, ["--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]

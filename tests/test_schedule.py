@@ -238,6 +238,21 @@ def test_the_scheduler_refuses_a_bad_bundle_at_start_in_one_line(tmp_path, monke
     assert "Traceback" not in result.output
 
 
+def test_a_scheduler_without_a_schedule_says_so_as_it_starts(monkeypatch):
+    from click.testing import CliRunner
+
+    import cli.service
+    from cli import main
+
+    started = []
+    monkeypatch.setattr(cli.service, "refuse_bad_credentials", lambda settings: None)
+    monkeypatch.setattr(cli.service, "run_celery_worker", lambda app, args: started.append(args))
+    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
+    result = CliRunner().invoke(main, ["scheduler", "--no-beat"])
+    assert result.exit_code == 0 and started, result.output
+    assert result.output.startswith("warning: TRANSQUEUE_SCHEDULE is not set: this scheduler scans no inbox")
+
+
 def test_a_stopping_scheduler_stops_waiting_for_redis():
     # the scheduler is a Celery worker with patient clients too: its stop (Celery's
     # worker_shutting_down) must end their waits as a translation worker's does; a process
