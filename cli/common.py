@@ -64,14 +64,19 @@ class TransqueueGroup(click.Group):
 
 
 def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
-    """Exit `ctx` with one line if `exc` is a Redis failure or bad stored data; else return."""
+    """Exit `ctx` with one line if `exc` is a Redis failure or bad stored data; else return.
+
+    Redis unreachable, or refusing the password or the URL's database, exits with
+    `EXIT_REDIS`, as the worker, scheduler and metrics exporter do at start
+    (`refuse_bad_credentials`)."""
     import redis
     from kombu.exceptions import OperationalError
 
     from store.jobstore import CorruptRecord
     from store.keys import BadName
 
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
+    refused_for_good = isinstance(exc, redis.ResponseError) and str(exc).startswith(_REFUSED_FOR_GOOD)
+    if refused_for_good or isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
         click.echo(f"Error: {redis_failure(_redis_url(), exc)}", err=True)
         ctx.exit(EXIT_REDIS)
     if isinstance(exc, BadName | CorruptRecord):

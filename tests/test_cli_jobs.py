@@ -120,8 +120,9 @@ def test_a_database_redis_refuses_is_not_called_a_corrupt_job(redis_server):
     out_of_range = redis_server.url.rsplit("/", 1)[0] + "/99"
     for command in ("status", "wait", "fetch", "cancel"):
         result = CliRunner().invoke(main, [command, "abc"], env={"TRANSQUEUE_REDIS_URL": out_of_range})
-        assert result.exit_code == 1 and "DB index is out of range" in result.output, result.output
+        assert result.exit_code == EXIT_REDIS and "DB index is out of range" in result.output, result.output
         assert "does not hold a job" not in result.output and "Traceback" not in result.output
+        assert result.output.startswith("Error: cannot reach Redis at redis://")
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,7 @@ def test_long_running_commands_refuse_a_wrong_password_at_once(tmp_path):
             assert "authentication failed (wrong password?)" in done.stderr.strip().splitlines()[-1]
         out_of_range = f"redis://:right@127.0.0.1:{server.port}/99"
         result = CliRunner().invoke(main, ["jobs"], env={"TRANSQUEUE_REDIS_URL": out_of_range})
-        assert result.exit_code == 1 and "DB index is out of range" in result.output
+        assert result.exit_code == EXIT_REDIS and "DB index is out of range" in result.output
         assert "Traceback" not in result.output and "right" not in result.output
     finally:
         server.kill()
