@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Exit status when Redis cannot be reached or refuses the credentials.
+#: Exit status when Redis cannot be reached or refuses the credentials or the database.
 EXIT_REDIS = 3
 
 
@@ -81,7 +81,7 @@ def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
         ctx.exit(EXIT_REDIS)
     if isinstance(exc, BadName | CorruptRecord):
         raise click.ClickException(str(exc)) from None
-    if isinstance(exc, redis.ResponseError):  # a DB index out of range, NOPERM, OOM, ...
+    if isinstance(exc, redis.ResponseError):  # OOM, MISCONF, ...
         raise click.ClickException(f"Redis at {redacted(_redis_url())} refused: {exc}") from None
 
 
