@@ -46,7 +46,7 @@ def _load_the_model(sender: Any = None, **_: Any) -> None:
         else:
             warnings = runtime.loaded_bundle_warnings(settings)
     except BundleError as error:
-        raise SystemExit(f"transqueue worker: cannot load the model: {runtime.explained(error)}") from None
+        raise SystemExit(f"Error: cannot load the model: {runtime.explained(error)}") from None
     for warning in warnings:  # however the worker was started (transqueue worker, celery -A worker)
         logger.warning("%s", warning)
 
