@@ -373,7 +373,7 @@ def fetch_command(
                         continue
                     except OSError as exc:  # the output directory refused it: the others go on
                         flags.drop()
-                        refused.append(f"{record.target}: {exc.strerror or exc}")
+                        refused.append(f"{target}: {exc.strerror or exc}")  # where, as translate
                         continue
                 flags.keep()
                 written += 1

@@ -455,7 +455,7 @@ def test_fetch_reports_an_output_it_cannot_write_and_writes_the_others(redis_ser
     assert skipped.exit_code == 0 and "1 skipped (output exists; --force overwrites)" in skipped.output
     fetched = CliRunner().invoke(main, ["fetch", job_id, "--out", str(out), "--force"], env=env)
     assert fetched.exit_code == 1 and "Traceback" not in fetched.output, fetched.output
-    assert f"error: {target}: Is a directory" in fetched.output
+    assert f"error: {out / target}: Is a directory" in fetched.output  # the path, as translate says it
 
 
 def test_fetch_keeps_existing_outputs_and_its_report_off_inputs_and_outputs(redis_server, tmp_path):
