@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -102,14 +104,22 @@ def run_celery_worker(app: Celery, args: list[str]) -> None:
     show_default=True,
     help="Also send the scans of the TRANSQUEUE_SCHEDULE entries on time.",
 )
+@click.option(
+    "--schedule",
+    "beat_state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("celerybeat-schedule"),
+    show_default=True,
+    help="Beat's state file (when each entry last ran), in a writable directory.",
+)
 @click.option("--loglevel", default="info", show_default=True)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -> None:
+def scheduler_command(beat: bool, beat_state: Path, loglevel: str, celery_args: tuple[str, ...]) -> None:
     """Run scheduled inbox jobs: scan inboxes, submit new files, deliver finished jobs.
 
     A Celery worker on the inbox queue (TRANSQUEUE_INBOX_QUEUE) with beat embedded; it needs
     the inbox and outbox directories of TRANSQUEUE_SCHEDULE, the translation workers do not.
-    Extra arguments go to Celery (for example `--schedule FILE` for beat's state file).
+    Extra arguments go to Celery.
     """
     from producer.protect import ProtectError, env_patterns
     from producer.schedule import ScheduleError
@@ -125,10 +135,26 @@ def scheduler_command(beat: bool, loglevel: str, celery_args: tuple[str, ...]) -
         model_key_of(None, settings)  # the model its jobs ask for: else every scan would fail
     else:
         click.echo(NO_SCHEDULE, err=True)
+    if beat:
+        _check_beat_state(beat_state)
     refuse_bad_credentials(settings)
-    run_celery_worker(
-        app, ["--pool=solo", f"--loglevel={loglevel}", *(["--beat"] if beat else []), *celery_args]
-    )
+    beat_args = ["--beat", f"--schedule={beat_state}"] if beat else []
+    run_celery_worker(app, ["--pool=solo", f"--loglevel={loglevel}", *beat_args, *celery_args])
+
+
+def _check_beat_state(path: Path) -> None:
+    """A one-line error unless beat can keep its state in `path`: where it cannot, beat dies
+    with tracebacks as it starts while the scheduler runs on, sending no scan ever."""
+    directory = path.parent.resolve()
+    if not directory.is_dir():
+        raise click.ClickException(
+            f"--schedule {path}: no such directory {directory} (beat keeps its state there)"
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise click.ClickException(
+            f"--schedule {path}: cannot write in {directory} (beat keeps its state there); "
+            "pass --schedule FILE in a writable directory"
+        )
 
 
 @click.command("metrics")

@@ -253,6 +253,26 @@ def test_a_scheduler_without_a_schedule_says_so_as_it_starts(monkeypatch):
     assert result.output.startswith("warning: TRANSQUEUE_SCHEDULE is not set: this scheduler scans no inbox")
 
 
+def test_the_scheduler_refuses_a_beat_state_file_in_no_directory(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import cli.service
+    from cli import main
+
+    started = []
+    monkeypatch.setattr(cli.service, "refuse_bad_credentials", lambda settings: None)
+    monkeypatch.setattr(cli.service, "run_celery_worker", lambda app, args: started.append(args))
+    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
+    state = tmp_path / "missing" / "beat"
+    result = CliRunner().invoke(main, ["scheduler", "--schedule", str(state)])
+    assert result.exit_code == 1 and not started  # beat would die at start, the scheduler run on
+    assert f"Error: --schedule {state}: no such directory {state.parent}" in result.output
+    assert "Traceback" not in result.output
+    state.parent.mkdir()
+    result = CliRunner().invoke(main, ["scheduler", "--schedule", str(state)])
+    assert result.exit_code == 0 and f"--schedule={state}" in started[0], result.output
+
+
 def test_a_stopping_scheduler_stops_waiting_for_redis():
     # the scheduler is a Celery worker with patient clients too: its stop (Celery's
     # worker_shutting_down) must end their waits as a translation worker's does; a process
