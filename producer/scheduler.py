@@ -17,8 +17,12 @@ dropped with one log line.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
+import os
+import signal
+import sys
 from typing import Any
 
 from celery import signals
@@ -50,6 +54,32 @@ def beat_config(settings: Settings) -> dict[str, Any]:
 
 
 app = make_app(consumes=INBOX, extra=beat_config)
+
+
+#: prctl(2) option: the signal a process gets when the thread that forked it exits.
+PR_SET_PDEATHSIG = 1
+
+
+@signals.beat_embedded_init.connect
+def _end_with_the_scheduler(**_: Any) -> None:
+    """Make the embedded beat process (`--beat`: a child of the scheduler) end with it.
+
+    A scheduler killed outright (SIGKILL, the OOM killer) would otherwise leave its beat
+    running, orphaned: it goes on sending every scan, and each restart of the scheduler adds
+    one more beat. On Linux the kernel sends SIGTERM to beat when its parent dies; a parent
+    already gone by now (beat's parent is no longer the process that started it) ends beat
+    at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    from billiard.process import current_process
+
+    parent = getattr(current_process(), "_parent_pid", None) or os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        logger.warning("beat will outlive a killed scheduler: prctl failed (errno %d)", ctypes.get_errno())
+    elif os.getppid() != parent:
+        os._exit(0)  # the scheduler died before the signal was asked for
 
 
 @signals.worker_ready.connect

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import sys
+from pathlib import Path
 
 import pytest
-from distributed_support import TRANSQUEUE_WORKER, Worker
+from distributed_support import TRANSQUEUE_WORKER, Worker, wait_for
 
 pytest_plugins = ["distributed_support"]
 
@@ -37,3 +42,40 @@ def test_a_bad_bundle_is_not_fixed_by_an_option_the_command_lacks(tmp_path, monk
     result = CliRunner().invoke(main, [command])
     assert result.exit_code == 1 and "not a transqueue model bundle" in result.output
     assert "--model" not in result.output and "Traceback" not in result.output
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_scheduler_killed_outright_takes_its_beat_with_it(redis_server, tmp_path):
+    """Beat runs in a child of the scheduler; orphaned by a SIGKILL it went on sending every
+    scan, and each restart of the scheduler added one more beat."""
+    schedule = tmp_path / "s.json"
+    entry = {"name": "a", "inbox": str(tmp_path / "in"), "outbox": str(tmp_path / "out"), "schedule": 3600}
+    schedule.write_text(json.dumps({"inbox": [entry]}), encoding="utf-8")
+    env = {
+        "TRANSQUEUE_REDIS_URL": redis_server.url,
+        "TRANSQUEUE_SCHEDULE": str(schedule),
+        "TRANSQUEUE_INBOX_QUEUE": "beat-test",
+    }
+    command = (sys.executable, "-c", "from cli import main; main()", "scheduler")
+    scheduler = Worker("beat", env, tmp_path, command, (f"--schedule={tmp_path / 'beat'}",))
+    try:
+        scheduler.start()
+        pid = scheduler.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        wait_for(lambda: "beat: Starting" in scheduler.log_text() and children.read_text().split(), "beat")
+        (beat,) = map(int, children.read_text().split())
+        os.kill(pid, signal.SIGKILL)
+        scheduler.process.wait(timeout=10)
+        wait_for(lambda: not running(beat), "beat to end with its scheduler", timeout=10)
+    finally:
+        scheduler.kill()
+        with contextlib.suppress(ProcessLookupError, AttributeError):  # a beat left over
+            os.killpg(scheduler.process.pid, signal.SIGKILL)
