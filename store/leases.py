@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -187,10 +188,15 @@ def _claimed(entry: str | None) -> bool:
     return isinstance(run, dict) and run.get("requeued") is True
 
 
+#: A chunk number in a ``tq:running`` field: ASCII digits only, and few enough for `int`
+#: (``str.isdigit`` also takes '²' or 5,000 digits, which `int` refuses).
+_CHUNK_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
 def _chunk_of(field: str) -> tuple[str, int] | None:
     """(job id, chunk) of a ``tq:running`` field ``JOB:CHUNK``; None if it names none."""
     job_id, _, chunk = field.rpartition(":")
-    if not NAME_PATTERN.fullmatch(job_id) or not chunk.isdigit():
+    if not NAME_PATTERN.fullmatch(job_id) or not _CHUNK_NUMBER.fullmatch(chunk):
         return None
     return job_id, int(chunk)
 

@@ -190,6 +190,19 @@ def test_corrupt_run_entries_are_dropped_and_the_others_still_requeued(store):
     assert store.client.hkeys(RUNNING_KEY) == ["j:1"]  # claimed, kept until the chunk runs again
 
 
+@pytest.mark.parametrize("chunk", ["\u00b2", "\u0663", "9" * 5000, "-1", " 1"])
+def test_run_entries_whose_chunk_is_no_ascii_number_are_dropped_and_stop_no_sweep(store, chunk):
+    """A field whose chunk `str.isdigit` takes but `int` refuses (or reads as another chunk)
+    once made every sweep, and every stall watch, of every worker fail."""
+    store.client.hset(RUNNING_KEY, f"j:{chunk}", "{}")
+    store.leases.start("j", 1, ITEMS, "host:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(1))  # a real lost run
+    sweeper = Sweeper(store, grace=0.0)
+    assert [(lost.job_id, lost.chunk) for lost in sweeper.sweep()] == [("j", 1)]
+    assert store.client.hkeys(RUNNING_KEY) == ["j:1"]
+    assert sweeper.stalls() == []
+
+
 def test_run_entries_that_are_not_json_are_dropped_and_every_lost_run_still_requeued(store):
     store.client.hset(
         RUNNING_KEY, "j:2", "garbage"
