@@ -33,11 +33,15 @@ from store.keys import (
     STATS_KEY,
     WORKER_PREFIX,
     JobKeys,
+    quoted,
     tm_capped_key,
     tm_key,
 )
 from store.leases import LeaseStore
 from store.runs import RunStore
+
+#: A field of a job's docs hash: a document number, in ASCII digits that `int` takes.
+_DOCUMENT_NUMBER = re.compile(r"[0-9]{1,18}")
 
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
@@ -547,9 +551,13 @@ class JobStore:
         return _parsed(check_text, layout, f"{key} field {n}:{w}")
 
     def documents(self, job_id: str) -> list[DocumentRecord]:
-        """Every document record of a job, in input order."""
+        """Every document record of a job, in input order; CorruptRecord naming the field of
+        one that is not a document record, or whose field is not a document number."""
         key = JobKeys(job_id).docs
         raw = self.client.hgetall(key)
+        for n in raw:
+            if not _DOCUMENT_NUMBER.fullmatch(n):
+                raise CorruptRecord(f"{key} field {quoted(n)} is not a document number")
         return [_parsed(DocumentRecord.from_json, raw[n], f"{key} field {n}") for n in sorted(raw, key=int)]
 
     def chunks(self, job_id: str, count: int) -> Iterator[tuple[int, list[list[object]]]]:

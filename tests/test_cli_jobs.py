@@ -584,6 +584,15 @@ def test_corrupt_dead_letters_errors_and_orphans_are_one_line_not_a_traceback(re
         assert f"Error: {keys.dead} field 0 is not a record of this transqueue" in result.output, command
 
 
+def test_a_document_number_that_is_no_number_is_one_line_not_a_traceback(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    key = JobKeys(job_id).docs
+    store.client.hset(key, "x", store.client.hget(key, "0"))  # tampered
+    result = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert f"Error: {key} field 'x' is not a document number" in result.output
+
+
 def test_stored_bytes_that_are_not_utf8_are_one_line_naming_the_field(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     keys = JobKeys(job_id)

@@ -257,6 +257,20 @@ def test_a_document_record_with_a_nul_in_its_target_fails_its_run_not_the_catch_
     assert not Path(entry.outbox).exists()
 
 
+@pytest.mark.parametrize("field", ["x", "\u00b2", "9" * 5000])
+def test_a_document_number_that_is_no_number_fails_its_run_not_every_scan(store, entry, field):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    key = JobKeys(run.job).docs
+    store.client.hset(key, field, store.client.hget(key, "0"))  # tampered
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    later = run_inbox(store, entry)  # raised ValueError, at each scan, before it looked at b.txt
+    assert later.state == SUBMITTED and "b.txt" in later.files
+    failed = store.runs.get("docs", run.run_id)
+    assert failed.state == FAILED and f"{key} field" in failed.message
+    assert not Path(entry.outbox).exists()
+
+
 def test_a_run_naming_another_runs_job_is_failed_not_delivered(store, entry):
     first = run_inbox(store, entry)
     finish(store, first.job)
