@@ -187,6 +187,10 @@ METRICS_FINISHED_WINDOW_S = 3600
 #: Redis key prefix of everything transqueue stores (besides Celery's own queue keys).
 KEY_PREFIX = "tq"
 
+#: The latest time a stored record (a job's, an inbox run's) may hold: 9999-12-31 23:59:59
+#: UTC, the last that `time.gmtime` (and `transqueue jobs` and `runs`) can show.
+LATEST_TIME = 253402300799.0
+
 #: Runs kept per scheduled inbox entry: past this, the oldest finished runs are dropped (runs
 #: whose job is still being translated are always kept).
 RUNS_KEPT = 200

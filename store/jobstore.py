@@ -195,14 +195,14 @@ class JobInfo:
         ints = ("documents", "segments", "total", "done", "hits", "dead", "chunks")
 
         def opt_float(name: str) -> float | None:
-            return float(h[name]) if name in h else None
+            return _time(h[name]) if name in h else None
 
         for name, value in h.items():
             check_text(name), check_text(value)
         return cls(
             job_id=job_id,
             state=h["state"],
-            created=float(h["created"]),
+            created=_time(h["created"]),
             **{name: int(h.get(name, 0)) for name in ints},
             out=h.get("out", ""),
             origin=h.get("origin", ""),
@@ -688,6 +688,16 @@ class JobStore:
         except redis.ResponseError:  # not a hash
             return {}
         return {k: int(v) for k, v in raw.items() if is_text(k) and re.fullmatch(r"-?\d{1,18}", v)}
+
+
+def _time(value: str) -> float:
+    """A time of a job's record (seconds since the epoch); ValueError for one that is not a
+    number from 0 to `defaults.LATEST_TIME` (NaN, infinite, or beyond what `time.gmtime`
+    shows)."""
+    seconds = float(value)
+    if not 0 <= seconds <= defaults.LATEST_TIME:  # NaN fails too
+        raise ValueError(f"{value!r:.80} is not a time")
+    return seconds
 
 
 def _text(value: object) -> str:

@@ -37,10 +37,6 @@ SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED = (
 )
 STATES = (SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED)
 
-#: The latest time a run record may hold: 9999-12-31 23:59:59 UTC, the last that
-#: `time.gmtime` (and `transqueue runs`) can show.
-_LATEST_TIME = 253402300799.0
-
 
 class CorruptEntry(CorruptRecord):
     """An entry of one of an inbox entry's hashes that is not the record this transqueue
@@ -163,7 +159,7 @@ def _is_time(value: object) -> bool:
         isinstance(value, int | float)
         and not isinstance(value, bool)
         and math.isfinite(value)
-        and 0 <= value <= _LATEST_TIME
+        and 0 <= value <= defaults.LATEST_TIME
     )
 
 

@@ -593,6 +593,19 @@ def test_a_document_number_that_is_no_number_is_one_line_not_a_traceback(redis_s
     assert f"Error: {key} field 'x' is not a document number" in result.output
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("created", "nan"), ("created", "1e300"), ("started_at", "-inf")]
+)
+def test_a_job_time_that_is_no_time_is_named_not_a_traceback(redis_server, tmp_path, field, value):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    store.client.hset(JobKeys(job_id).meta, field, value)  # tampered: time.gmtime raised on it
+    jobs = CliRunner().invoke(main, ["jobs"], env=env)
+    assert jobs.exit_code == 0 and f"1 job records are not readable: {job_id}" in jobs.output, jobs.output
+    status = CliRunner().invoke(main, ["status", job_id], env=env)
+    assert status.exit_code == 1 and isinstance(status.exception, SystemExit), status.output
+    assert f"Error: {JobKeys(job_id).meta} does not hold a job" in status.output
+
+
 def test_stored_bytes_that_are_not_utf8_are_one_line_naming_the_field(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     keys = JobKeys(job_id)
