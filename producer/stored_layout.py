@@ -89,7 +89,7 @@ def load_document(text: str, name: str) -> Document:
     data is malformed or its slots do not line up with its segments one to one, in order."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise DocumentError(f"{name}: stored document is malformed ({exc!r})") from None
     return _load(data, name)
 
@@ -115,7 +115,7 @@ def load_cells(text: str, name: str) -> list[Document | None]:
         cells = json.loads(text)["cells"]
         if not isinstance(cells, list):
             raise TypeError(f"cells are {type(cells).__name__}")
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise DocumentError(f"{name}: stored cells are malformed ({exc!r})") from None
     return [None if cell is None else _load(cell, name) for cell in cells]
 

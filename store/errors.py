@@ -42,8 +42,12 @@ def printable(value: str) -> str:
 
 def load_json(raw: str) -> Any:
     """A stored JSON record parsed; ValueError if it is not JSON or not text, a string in it
-    included (`check_text`)."""
-    data = json.loads(check_text(raw))
+    included (`check_text`), or nested too deeply for the parser (which raises
+    RecursionError, that no reader of a record would catch)."""
+    try:
+        data = json.loads(check_text(raw))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if "\\u" in raw:  # an escape may spell a lone surrogate
         check_text(json.dumps(data, ensure_ascii=False))
     return data

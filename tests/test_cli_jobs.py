@@ -505,6 +505,21 @@ def test_a_job_missing_a_stored_record_is_one_line_not_a_traceback(redis_server,
         assert f"job {job_id} has no window 0 of document 0" in result.output, command
 
 
+@pytest.mark.parametrize("part", ["windows", "layouts", "dead"])
+def test_a_record_nested_too_deeply_for_json_is_one_line_not_a_traceback(redis_server, tmp_path, part):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, "s", "译", fingerprint="f", hit=False)
+    store.client.delete(JobKeys(job_id).results)  # the slots are dead letters instead
+    for slot in range(store.info(job_id).total):
+        store.client.hset(JobKeys(job_id).dead, str(slot), DeadLetter(slot, "s", "r", 0, 1, 1.0).to_json())
+    key = getattr(JobKeys(job_id), part)
+    store.client.hset(key, "0" if part == "dead" else "0:0", "[" * 100_000)  # tampered
+    result = CliRunner().invoke(main, ["fetch", job_id, "--out", str(tmp_path / "elsewhere")], env=env)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "Error: " in result.output and "Traceback" not in result.output
+
+
 def test_metrics_on_a_port_in_use_is_one_line(redis_server):
     import socket
 

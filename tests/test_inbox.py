@@ -78,6 +78,7 @@ CORRUPT_RUNS = {
     '"state": "failed", "message": "\\udcff"}',
     "0000000000001-0010": '{"run_id": "0000000000001-0010", "inbox": "docs", "started": 1, '
     '"state": "delivered", "files": {"a.txt": "x"}, "delivered": 2}',
+    "0000000000001-0011": "[" * 100_000,  # json.loads raises RecursionError, not ValueError
 }
 
 

@@ -237,6 +237,7 @@ STALL_CORRUPTIONS = {
     "a delivery count is not a number": lambda client: client.hset(JobKeys("bad").deliveries, "0", "x"),
     "the deliveries are not a hash": lambda client: client.set(JobKeys("bad").deliveries, "x"),
     "a chunk is not a list of pairs": lambda client: client.hset(JobKeys("bad").chunks, "0", "5"),
+    "a chunk is nested too deeply": lambda client: client.hset(JobKeys("bad").chunks, "0", "[" * 100_000),
 }
 
 

@@ -280,6 +280,19 @@ def test_a_chunk_whose_job_records_are_bad_is_set_aside_once(server, monkeypatch
     assert (info.done, info.dead, info.finished) == (0, 0, False)
 
 
+def test_a_chunk_whose_stored_chunk_is_nested_too_deeply_is_set_aside_once(server, monkeypatch):
+    """json.loads raises RecursionError on it, which failed the task with a traceback."""
+    settings = Settings(redis_url=server.url)
+    store = JobStore.from_settings(settings)
+    _create_the_job(store)
+    store.client.hset(JobKeys("j").chunks, "0", "[" * 100_000)  # tampered
+    _wire(monkeypatch, settings)
+    tasks.translate_chunk("j", 0, [[0, "One."], [1, "Two."]])  # no Reject: not requeued
+    (orphan,) = store.orphans()
+    assert "chunk 0 of job j is not a list of pairs" in str(orphan["reason"])
+    assert store.info("j").done == 0
+
+
 def test_dead_letters_that_finish_an_inbox_job_send_it_for_delivery(server, monkeypatch, tiny_bundle):
     store = JobStore.from_settings(Settings(redis_url=server.url))
     _create_the_job(store, extra={"inbox": "reports"})
