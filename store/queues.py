@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, Task, signals
+from celery.worker.request import Request
 from kombu import Queue
 
 from store import connection
@@ -123,6 +124,25 @@ def celery_config(settings: Settings, consumes: str = CHUNKS) -> dict[str, Any]:
     }
 
 
+class UntimedRequest(Request):
+    """A task request whose ETA (a message's ``eta`` or ``countdown``) is ignored: it runs when
+    it arrives. transqueue never sends one; Celery holds a message with one in the worker's
+    memory, unacknowledged, until that time (the message is sent again to a worker at each
+    visibility timeout meanwhile), so forged messages with a far ETA would grow a worker or
+    the scheduler without bound. Run now, each is checked and dropped like any other."""
+
+    @property
+    def eta(self) -> None:
+        """None, whatever the message says."""
+        return None
+
+
+class OwnTask(Task):
+    """The class of every task of transqueue's apps: its requests are `UntimedRequest`s."""
+
+    Request = f"{__name__}:UntimedRequest"
+
+
 def make_app(
     include: Sequence[str] = (),
     consumes: str = CHUNKS,
@@ -130,7 +150,7 @@ def make_app(
 ) -> Celery:
     """A Celery app configured from the environment when first used (so that importing it
     never fails on a bad variable), with the task modules `include` and `extra` settings."""
-    app = Celery("transqueue", include=list(include))
+    app = Celery("transqueue", include=list(include), task_cls=OwnTask)
 
     def config() -> dict[str, Any]:
         settings = env_settings()

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -75,12 +76,13 @@ def services(redis_server, tiny_bundle, tmp_path_factory):
         scheduler.kill()
 
 
-def send(services: dict, task: str, args: list, kwargs: dict | None = None) -> None:
-    """Send a task as anyone could: chunks to the workers' model queue, the others by route."""
+def send(services: dict, task: str, args: list, kwargs: dict | None = None, **options: object) -> None:
+    """Send a task as anyone could: chunks to the workers' model queue, the others by route;
+    `options` are more of Celery's (an ETA, say)."""
     settings = Settings(bundle=services["bundle"])
     queue = model_queue(settings, model_key(settings)) if task == TRANSLATE_TASK else None
     with client.connection_for_write(services["url"]) as connection:
-        client.send_task(task, args=args, kwargs=kwargs, connection=connection, queue=queue)
+        client.send_task(task, args=args, kwargs=kwargs, connection=connection, queue=queue, **options)
 
 
 def store_of(services: dict, **changes: object) -> JobStore:
@@ -289,3 +291,27 @@ def test_a_worker_with_a_corrupt_bundle_file_exits_before_it_is_ready(
     assert f"Error: cannot load the model: {data}: sha256 does not match" in done.stderr
     assert "to fix it: set TRANSQUEUE_BUNDLE" in done.stderr and "Traceback" not in done.stderr
     assert "ready" not in done.stdout + done.stderr
+
+
+def test_a_message_with_a_far_eta_runs_at_once_and_is_not_held(services):
+    """Celery holds a message with an ETA in memory, unacknowledged, until then (and gets it
+    again at each visibility timeout): forged ones could grow a worker or the scheduler
+    without bound. transqueue never sends one, and runs each at once, refused as any other."""
+    store, worker, scheduler = store_of(services), services["worker"], services["scheduler"]
+    orphans = store.client.llen(ORPHANS_KEY)
+    scans, deliveries = (
+        scheduler.log_text().count(f"dropped a {task} message") for task in (SCAN_TASK, DELIVER_TASK)
+    )
+    send(services, TRANSLATE_TASK, ["noeta", 0, [[0, "x" * 1000]]], countdown=86_400)
+    send(services, TRANSLATE_TASK, ["noeta", 1, [[0, "y"]]], eta=datetime.now(UTC) + timedelta(days=3650))
+    send(services, SCAN_TASK, ["elsewhere"], countdown=86_400)
+    send(services, DELIVER_TASK, ["no:such:job"], countdown=86_400)
+    wait_for(
+        lambda: store.client.llen(ORPHANS_KEY) == orphans + 2,
+        "both chunks to be set aside now",
+        timeout=60,
+        detail=worker.log_text,
+    )
+    assert [str(orphan["job"]) for orphan in list(store.orphans())[:2]] == ["noeta", "noeta"]
+    dropped(scheduler, SCAN_TASK, scans + 1)
+    dropped(scheduler, DELIVER_TASK, deliveries + 1)
