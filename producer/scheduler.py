@@ -95,9 +95,23 @@ def configured_inboxes() -> dict[str, InboxEntry]:
     return {e.name: e for e in schedule_of(settings.schedule)} if settings.schedule else {}
 
 
+def _only_argument(task: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[bool, object]:
+    """(True, the argument) of a message of `task` that has exactly one positional argument,
+    as transqueue sends them; else (False, None), the message dropped with one log line."""
+    if len(args) == 1 and not kwargs:
+        return True, args[0]
+    logger.warning("dropped a %s message: it takes one argument, not %s", task, f"{[*args, *kwargs]!r:.80}")
+    return False, None
+
+
 @app.task(name=DELIVER_TASK, shared=False)
-def deliver_inbox_job(job_id: object) -> None:
-    """Write a finished inbox job's outputs to its configured outbox and record the run."""
+def deliver_inbox_job(*args: object, **kwargs: object) -> None:
+    """Write a finished inbox job's outputs to its configured outbox and record the run. The
+    argument is the job id; the task accepts any, so that a message of another shape is
+    dropped with one log line rather than failed by Celery."""
+    ok, job_id = _only_argument(DELIVER_TASK, args, kwargs)
+    if not ok:
+        return
     try:
         deliver_job(process_store(env_settings()), check_name(job_id), configured_inboxes())
     except (BadName, CorruptRecord) as exc:
@@ -105,8 +119,12 @@ def deliver_inbox_job(job_id: object) -> None:
 
 
 @app.task(name=SCAN_TASK, shared=False)
-def scan_inbox(name: object) -> None:
-    """One scheduled run of the configured inbox entry `name` (beat sends the name)."""
+def scan_inbox(*args: object, **kwargs: object) -> None:
+    """One scheduled run of the configured inbox entry whose name is the argument (beat sends
+    it); a message of another shape is dropped as `deliver_inbox_job` drops one."""
+    ok, name = _only_argument(SCAN_TASK, args, kwargs)
+    if not ok:
+        return
     entry = configured_inboxes().get(name) if isinstance(name, str) else None
     if entry is None:
         logger.warning(

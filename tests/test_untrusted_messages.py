@@ -150,6 +150,23 @@ def test_a_catch_up_message_with_arguments_is_dropped(services):
     assert "not ['inbox']" in log and "Traceback" not in log
 
 
+def test_scan_and_delivery_messages_of_another_shape_are_dropped_in_one_line(services):
+    scheduler = services["scheduler"]
+    log_size = len(scheduler.log_text())
+    scans, deliveries = (
+        scheduler.log_text().count(f"dropped a {task}") for task in (SCAN_TASK, DELIVER_TASK)
+    )
+    send(services, SCAN_TASK, ["docs", "/etc"])
+    send(services, SCAN_TASK, [], {"name": "docs"})
+    send(services, DELIVER_TASK, [])
+    send(services, DELIVER_TASK, ["abc"], {"inbox": "/tmp"})
+    dropped(scheduler, SCAN_TASK, scans + 2)
+    dropped(scheduler, DELIVER_TASK, deliveries + 2)
+    log = scheduler.log_text()[log_size:]
+    assert "it takes one argument, not ['docs', '/etc']" in log and "not ['abc', 'inbox']" in log
+    assert "Traceback" not in log and "TypeError" not in log
+
+
 def test_chunks_that_do_not_fit_their_job_are_dropped_once(services):
     store = store_of(services, queue="nobody")
     (entry,) = load_schedule(services["schedule"])
