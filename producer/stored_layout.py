@@ -120,7 +120,13 @@ def load_cells(text: str, name: str) -> list[Document | None]:
     return [None if cell is None else _load(cell, name) for cell in cells]
 
 
-def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -> list[Part]:
+def _load_parts(
+    raw: list[Any], segments: Sequence[Segment], slots: list[int], encoded: bool = False
+) -> list[Part]:
+    """The parts of a stored layout; `encoded`: they are those of an encoded value, which holds
+    none itself. No parser nests one encoded value in another, and each level would encode
+    the one inside it again, doubling its escapes: a few dozen levels, stored in a few
+    kilobytes, would render to terabytes."""
     parts: list[Part] = []
     for item in raw:
         if isinstance(item, str):
@@ -132,10 +138,12 @@ def _load_parts(raw: list[Any], segments: Sequence[Segment], slots: list[int]) -
             parts.append(Slot(index, item.get("source", segments[index].text), marks))
         elif "gap" in item:
             parts.append(Gap(str(item["gap"])))
+        elif encoded:
+            raise ValueError("an encoded value inside another")
         else:
             codec = str(item.get("codec", "json"))
             value = decode(codec, str(item["raw"]))
-            nested = tuple(_load_parts(item["parts"], segments, slots))
+            nested = tuple(_load_parts(item["parts"], segments, slots, encoded=True))
             parts.append(Encoded(item["raw"], value, nested, codec))
     return parts
 

@@ -75,6 +75,22 @@ def test_stored_data_that_does_not_line_up_names_the_document(change):
         load_document(json.dumps(data), "in/a.txt")
 
 
+def test_an_encoded_value_inside_another_is_refused_before_it_renders():
+    """Each level would JSON-encode the one inside it again, doubling its backslashes: 60
+    levels, stored in a few kilobytes, rendered (at fetch, or an inbox delivery) to 2**60
+    bytes, with neither time nor memory to finish."""
+    parts: list[object] = [{"slot": 0}]
+    for _ in range(60):
+        parts = [{"raw": '"One."', "parts": parts}]
+    stored = json.dumps({"segments": [[0, 4, "One."]], "parts": parts})
+    with pytest.raises(DocumentError, match="an encoded value inside another"):
+        load_document(stored, "in/a.jsonl")
+    one_level = json.dumps(
+        {"segments": [[0, 4, "One."]], "parts": [{"raw": '"One."', "parts": [{"slot": 0}]}]}
+    )
+    assert load_document(one_level, "in/a.jsonl").render(['"引号"']) == '"\\"引号\\""'
+
+
 @pytest.mark.parametrize(("fmt", "options", "content"), DOCUMENTS)
 def test_the_stored_json_is_compact_json(fmt, options, content):
     stored = dump_document(parse_text(content, fmt, options))
