@@ -10,6 +10,7 @@ delivery never waits behind queued chunks.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -20,6 +21,8 @@ from kombu import Queue
 
 from store import connection
 from store.config import Settings, env_settings
+
+logger = logging.getLogger(__name__)
 
 TRANSLATE_TASK = "transqueue.translate_chunk"
 DELIVER_TASK = "transqueue.deliver_inbox_job"
@@ -158,6 +161,54 @@ def make_app(
 
     app.add_defaults(config)
     return app
+
+
+#: The remote-control commands that transqueue's workers and scheduler carry out: those that
+#: only report (what Flower's pages and `celery inspect` read), and the two that turn events
+#: on (Flower asks for them). The others (shutdown, pool_restart, add_consumer, revoke,
+#: terminate, rate_limit, time_limit, autoscale, objgraph, memdump, ...) would let whoever
+#: can write to Redis stop or steer every worker with one broadcast: each is refused, with
+#: one log line.
+REMOTE_CONTROL = frozenset(
+    {
+        "active",
+        "active_queues",
+        "clock",
+        "conf",
+        "enable_events",
+        "heartbeat",
+        "hello",
+        "ping",
+        "query_task",
+        "registered",
+        "report",
+        "reserved",
+        "revoked",
+        "scheduled",
+        "stats",
+    }
+)
+
+
+def _refusal(name: str) -> Callable[..., dict[str, str]]:
+    """A control-panel handler that refuses the command `name` (any arguments): one log line,
+    and an error for a caller waiting on a reply."""
+
+    def refuse(state: Any, **arguments: Any) -> dict[str, str]:
+        logger.warning("refused the remote-control command %s: not one of transqueue's", name)
+        return {"error": f"{name} is refused by transqueue"}
+
+    return refuse
+
+
+@signals.worker_init.connect
+def _carry_out_only_reports(**_: Any) -> None:
+    """Have every command of Celery's control panel but the `REMOTE_CONTROL` ones refused,
+    before the worker (or the scheduler) starts taking broadcasts."""
+    from celery.worker.control import Panel
+
+    for name in set(Panel.data) - REMOTE_CONTROL:
+        Panel.data[name] = _refusal(name)
 
 
 @signals.worker_shutting_down.connect

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from celery import Celery
 from click.testing import CliRunner
 from distributed_support import CELERY_WORKER, TRANSQUEUE_SCHEDULER, TRANSQUEUE_WORKER, Worker, wait_for
 
@@ -332,3 +333,34 @@ def test_a_message_with_a_far_eta_runs_at_once_and_is_not_held(services):
     assert [str(orphan["job"]) for orphan in list(store.orphans())[:2]] == ["noeta", "noeta"]
     dropped(scheduler, SCAN_TASK, scans + 1)
     dropped(scheduler, DELIVER_TASK, deliveries + 1)
+
+
+def test_remote_control_broadcasts_cannot_stop_or_steer_the_worker_or_scheduler(services):
+    """Celery's remote control travels through Redis too: a shutdown, a pool restart or a
+    queue added by a broadcast is refused; what only reports (ping) still answers."""
+    store, worker, scheduler = store_of(services), services["worker"], services["scheduler"]
+    anyone = Celery(broker=services["url"])
+    for command, arguments in [
+        ("shutdown", {}),
+        ("pool_restart", {"reload": True}),
+        ("add_consumer", {"queue": "elsewhere"}),
+        ("cancel_consumer", {"queue": "elsewhere"}),
+    ]:
+        anyone.control.broadcast(command, arguments=arguments)
+    for process in (worker, scheduler):
+        wait_for(
+            lambda process=process: process.log_text().count("refused the remote-control command") >= 4,
+            f"{process.name} to refuse the commands",
+            timeout=60,
+            detail=process.log_text,
+        )
+        log = process.log_text()
+        assert process.process.poll() is None and "Got shutdown from remote" not in log
+        assert "refused the remote-control command shutdown: not one of transqueue's" in log
+        assert "Traceback" not in log
+    assert len(anyone.control.ping(timeout=5)) == 2  # what only reports still answers
+    orphans = store.client.llen(ORPHANS_KEY)
+    send(services, TRANSLATE_TASK, ["stillserving", 0, []])  # the worker still takes chunks
+    wait_for(
+        lambda: store.client.llen(ORPHANS_KEY) == orphans + 1, "the chunk", timeout=60, detail=worker.log_text
+    )
