@@ -108,7 +108,19 @@ class _EntryLock:
         )
         if taken:
             self._keeper.start()
+        else:
+            self._bound_expiry()
         return bool(taken)
+
+    def _bound_expiry(self) -> None:
+        """Make a lock held with no expiry, or with one beyond the timeout, expire within the
+        timeout. A run's lock lives `timeout` from its last extension: one that outlives it
+        was not set by a run (a key tampered with, of any type), and would block the entry
+        forever where a crashed run's lock blocks it for a timeout."""
+        limit = round(self.timeout * 1000)
+        ttl = self.lock.redis.pttl(self.lock.name)
+        if ttl == -1 or ttl > limit:
+            self.lock.redis.pexpire(self.lock.name, limit)
 
     def _keep(self) -> None:
         while not self._stop.wait(self.timeout / 3):

@@ -26,7 +26,7 @@ from store.config import Settings
 from store.jobstore import CorruptRecord, JobStore
 from store.keys import InboxKeys, JobKeys
 from store.queues import queue_length
-from store.runs import DELIVERED, FAILED, NOTHING_NEW, SUBMITTED, InboxRun
+from store.runs import DELIVERED, FAILED, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun
 
 pytest_plugins = ["distributed_support"]
 
@@ -129,6 +129,18 @@ def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeyp
     run = run_inbox(store, entry)  # releasing a lock that is not ours anymore must not raise
     assert run.state == SUBMITTED and "the lock expired during the run" in run.message
     assert store.runs.list("docs") == [run]
+
+
+@pytest.mark.parametrize("ttl", [None, 10 * 365 * 24 * 3600])
+def test_a_lock_set_without_expiry_or_for_years_blocks_the_entry_one_timeout_at_most(store, entry, ttl):
+    lock = InboxKeys("docs").lock
+    store.client.set(lock, "not a run's token", ex=ttl)  # tampered: no run ever frees it
+    assert run_inbox(store, entry).state == SKIPPED
+    assert 0 < store.client.pttl(lock) <= store.settings.inbox_lock_timeout * 1000
+    store.client.delete(lock)
+    store.client.hset(lock, "x", "y")  # not even a string: the same
+    assert run_inbox(store, entry).state == SKIPPED
+    assert 0 < store.client.pttl(lock) <= store.settings.inbox_lock_timeout * 1000
 
 
 def test_a_run_longer_than_the_lock_timeout_keeps_its_lock_and_releases_it(redis_server, entry, monkeypatch):
