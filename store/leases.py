@@ -133,17 +133,27 @@ class LeaseStore:
 
     def unleased(self) -> list[str]:
         """Fields of ``tq:running`` whose lease is gone (their run died, or just ended).
-        Fields that name no chunk of a job (corrupt, or written by someone else) are dropped."""
+        Fields that name no chunk of a job (corrupt, or written by someone else) are dropped.
+        A lease with no expiry was set by no run (a run's lease always has one): it is made
+        to expire within this process's lease TTL, so that it holds its chunk no longer than
+        a dead run's lease would. (A long expiry is left as it is: workers of another model
+        may run with a longer TRANSQUEUE_LEASE_TTL.)"""
         runs = {field: _chunk_of(field) for field in self.client.hkeys(RUNNING_KEY)}
         junk = [field for field, run in runs.items() if run is None]
         if junk:
             logger.warning("dropped %d corrupt entries of %s: %r", len(junk), RUNNING_KEY, junk[:5])
             self.client.hdel(RUNNING_KEY, *junk)
-        fields = [(field, run) for field, run in runs.items() if run is not None]
+        fields = [(field, JobKeys(run[0]).lease(run[1])) for field, run in runs.items() if run is not None]
         pipe = self.client.pipeline()
-        for _, (job_id, chunk) in fields:
-            pipe.exists(JobKeys(job_id).lease(chunk))
-        return [field for (field, _), alive in zip(fields, pipe.execute(), strict=True) if not alive]
+        for _, lease in fields:
+            pipe.pttl(lease)
+        ttls = pipe.execute()
+        endless = [lease for (_, lease), ttl in zip(fields, ttls, strict=True) if ttl == -1]
+        if endless:
+            for lease in endless:
+                pipe.pexpire(lease, self.lease_ms)
+            pipe.execute()
+        return [field for (field, _), ttl in zip(fields, ttls, strict=True) if ttl == -2]
 
     def running_jobs(self) -> set[str]:
         """Jobs that may have a chunk being translated: an entry in ``tq:running`` with a live

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 import redis
-from distributed_support import RedisServer
+from distributed_support import RedisServer, wait_for
 
 from store.config import Settings
 from store.jobstore import JobInfo, JobStore, NewJob
@@ -135,6 +135,19 @@ def test_the_sweeper_requeues_a_lost_run_once_after_the_grace(store):
     assert second.sweep(now=106.0) == []  # claimed once among all sweepers
     assert queue_length(store.settings, "leases-test") == 1
     assert store.leases.start("j", 0, ITEMS, "host:2", "q").attempt == 2  # the loss is a strike
+
+
+def test_a_lease_set_without_expiry_holds_its_chunk_one_lease_ttl_at_most(store):
+    """Its run entry and its lease made the chunk look taken by a live run, for good: the
+    sweeper never requeued it, and the stall watch never resent it."""
+    store.leases.start("j", 0, ITEMS, "host:1", "leases-test")
+    lease = JobKeys("j").lease(0)
+    store.client.set(lease, "no run's token")  # tampered: no run ever frees it
+    sweeper = Sweeper(store, grace=0.0)
+    assert sweeper.sweep() == []  # leased, for now
+    assert 0 < store.client.pttl(lease) <= 1000  # lease_ttl=1.0
+    wait_for(lambda: not store.client.exists(lease), "the lease to expire", timeout=5)
+    assert [(lost.job_id, lost.chunk) for lost in sweeper.sweep()] == [("j", 0)]
 
 
 def test_a_run_that_wakes_after_its_chunk_was_requeued_holds_no_lease(store):
