@@ -352,6 +352,8 @@ def fetch_command(
                         break
                     continue
                 if stream:
+                    if rendered.record.fmt == "parquet":  # its pieces would be rows of cells
+                        raise DocumentError(f"{rendered.name}: a stdin job holds no Parquet document")
                     for piece in rendered.pieces:
                         sys.stdout.buffer.write(piece.encode("utf-8"))
                     sys.stdout.buffer.flush()

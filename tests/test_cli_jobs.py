@@ -520,6 +520,24 @@ def test_a_record_nested_too_deeply_for_json_is_one_line_not_a_traceback(redis_s
     assert "Error: " in result.output and "Traceback" not in result.output
 
 
+def test_a_stdin_job_whose_record_says_parquet_is_one_line_not_a_traceback(redis_server):
+    redis_server.client().flushdb()
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url, "TRANSQUEUE_QUEUE": "nobody"}
+    submitted = CliRunner().invoke(
+        main, ["submit", "-", "--model", "0123456789ab"], input="Hello.\n", env=env
+    )
+    job_id = submitted.output.strip()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    store.record(job_id, 0, "Hello.", "你好。", fingerprint="f", hit=False)
+    keys = JobKeys(job_id)
+    record = json.loads(store.client.hget(keys.docs, "0"))
+    store.client.hset(keys.docs, "0", json.dumps({**record, "fmt": "parquet"}))  # tampered
+    store.client.hset(keys.layouts, "0:0", '{"cells":[' + store.client.hget(keys.layouts, "0:0") + "]}")
+    result = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "Error: <stdin> unit 1: a stdin job holds no Parquet document" in result.output
+
+
 def test_metrics_on_a_port_in_use_is_one_line(redis_server):
     import socket
 
