@@ -131,21 +131,30 @@ def _load_parts(
     for item in raw:
         if isinstance(item, str):
             parts.append(item)
+        elif not isinstance(item, dict):
+            raise ValueError(f"part {item!r:.80} is neither text nor an object")
         elif "slot" in item:
             index = int(item["slot"])
             slots.append(index)
             marks = tuple(Mark(str(o), str(i), str(c)) for o, i, c in item.get("marks", ()))
-            parts.append(Slot(index, item.get("source", segments[index].text), marks))
+            parts.append(Slot(index, _text(item.get("source", segments[index].text)), marks))
         elif "gap" in item:
             parts.append(Gap(str(item["gap"])))
         elif encoded:
             raise ValueError("an encoded value inside another")
         else:
-            codec = str(item.get("codec", "json"))
-            value = decode(codec, str(item["raw"]))
+            codec, raw_value = str(item.get("codec", "json")), _text(item["raw"])
+            value = decode(codec, raw_value)
             nested = tuple(_load_parts(item["parts"], segments, slots, encoded=True))
-            parts.append(Encoded(item["raw"], value, nested, codec))
+            parts.append(Encoded(raw_value, value, nested, codec))
     return parts
+
+
+def _text(value: object) -> str:
+    """`value`, which a stored layout holds as text; ValueError for anything else."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r:.80} is not text")
+    return value
 
 
 def _load_segment(index: int, item: list[object]) -> Segment:

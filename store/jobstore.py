@@ -94,6 +94,8 @@ class DocumentRecord:
         texts = (record.name, record.fmt, record.target, *record.fields, *record.columns)
         if not all(isinstance(value, str) and "\0" not in value for value in texts):
             raise ValueError("a name, format, target, field or column is not a string without NUL")
+        if not record.name:
+            raise ValueError("the name is empty")
         if not isinstance(record.reflow, bool):
             raise TypeError("reflow is not a boolean")
         return record

@@ -284,6 +284,27 @@ def test_a_document_number_that_is_no_number_fails_its_run_not_every_scan(store,
     assert not Path(entry.outbox).exists()
 
 
+@pytest.mark.parametrize(
+    ("part", "change"),
+    [
+        ("layouts", lambda layout: {**layout, "parts": [*layout["parts"], [0, 1]]}),  # AttributeError
+        ("docs", lambda record: {**record, "name": ""}),  # ValueError of os.path.relpath
+    ],
+)
+def test_a_stored_record_that_failed_rendering_fails_its_run_not_every_scan(store, entry, part, change):
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    key = getattr(JobKeys(run.job), part)
+    field = "0" if part == "docs" else "0:0"
+    store.client.hset(key, field, json.dumps(change(json.loads(store.client.hget(key, field)))))
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    later = run_inbox(store, entry)  # raised, at each scan, before it looked at b.txt
+    assert later.state == SUBMITTED and "b.txt" in later.files
+    failed = store.runs.get("docs", run.run_id)  # failed, or delivered without a.txt
+    assert failed.state == FAILED or "a.txt" in failed.message, failed
+    assert not (Path(entry.outbox) / "a.txt").exists()
+
+
 def test_a_run_naming_another_runs_job_is_failed_not_delivered(store, entry):
     first = run_inbox(store, entry)
     finish(store, first.job)

@@ -65,6 +65,9 @@ def test_rendering_never_segments_again(monkeypatch):
         lambda data: data["segments"].append([40, 45, "Extra."]),  # a segment without a slot
         lambda data: data["parts"].append({"raw": "42", "parts": []}),  # not a JSON string
         lambda data: data.pop("segments"),
+        lambda data: data["parts"].append([0, 1]),  # a part that is no object: AttributeError
+        lambda data: data["parts"][0].update(source=["One."]),  # a source that is no text
+        lambda data: data["parts"].append({"raw": 5, "parts": []}),  # a raw value that is no text
     ],
 )
 def test_stored_data_that_does_not_line_up_names_the_document(change):
