@@ -538,6 +538,22 @@ def test_a_stdin_job_whose_record_says_parquet_is_one_line_not_a_traceback(redis
     assert "Error: <stdin> unit 1: a stdin job holds no Parquet document" in result.output
 
 
+@pytest.mark.parametrize("stored", ["", "nan", "../elsewhere"])
+def test_fetch_never_writes_to_a_stored_output_directory_that_is_not_absolute(
+    redis_server, tmp_path, monkeypatch, stored
+):
+    """Submit stores the output directory resolved: a relative one (or none) would have made
+    fetch write into whatever directory it runs in."""
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    for slot in range(store.info(job_id).total):
+        store.record(job_id, slot, "s", "译", fingerprint="f", hit=False)
+    store.client.hset(JobKeys(job_id).meta, "out", stored)  # tampered
+    monkeypatch.chdir(tmp_path / "out")
+    result = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert result.exit_code == 1 and "is not an absolute path; pass --out DIR" in result.output, result.output
+    assert not any((tmp_path / "out").iterdir()) and not (tmp_path / "elsewhere").exists()
+
+
 def test_metrics_on_a_port_in_use_is_one_line(redis_server):
     import socket
 
