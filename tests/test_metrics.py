@@ -100,3 +100,20 @@ def test_a_job_naming_another_key_as_its_queue_fails_no_scrape(redis_server):
     assert all(
         f'transqueue_job_sentences_total{{job_id="{job}"}} 1.0' in text for job in ("good", "other", "bad")
     )
+
+
+def test_a_scrape_while_redis_is_down_says_so_in_one_gauge(redis_server, caplog):
+    """It was an HTTP 500 with a traceback logged at every scrape until Redis came back."""
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url, queue="metrics-test"))
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(store))
+    assert "transqueue_redis_up 1.0" in generate_latest(registry).decode()
+    down = JobStore.from_settings(Settings(redis_url="redis://127.0.0.1:1/0", queue="metrics-test"))
+    registry = CollectorRegistry()
+    registry.register(JobMetrics(down))
+    text = generate_latest(registry).decode()
+    assert "transqueue_redis_up 0.0" in text and "transqueue_jobs" not in text, text
+    assert [record.message[:45] for record in caplog.records] == [
+        "scrape without metrics: Redis did not answer "
+    ]

@@ -4,13 +4,16 @@ Per job (label ``job_id``: ``job`` is the label Prometheus gives every target), 
 not finished or finished within the last `METRICS_FINISHED_WINDOW_S`: sentences done and
 total, cache hits and their ratio, dead letters. Overall: chunks waiting in each job's
 (model's) queue and in the inbox queue, sentences translated, cache hits and dead letters
-over all jobs, and jobs by state.
+over all jobs, and jobs by state; and whether Redis answered the scrape
+(``transqueue_redis_up``): while it does not, that gauge (0) is all a scrape returns, and
+the exporter logs one line a scrape, not a traceback.
 Served by `transqueue metrics --port`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,6 +26,8 @@ from store.defaults import METRICS_FINISHED_WINDOW_S
 from store.jobstore import JobStore
 from store.queues import BadQueue, check_chunk_queue, queue_length
 
+logger = logging.getLogger(__name__)
+
 
 class JobMetrics(Collector):
     """A prometheus_client collector over the job store."""
@@ -31,7 +36,22 @@ class JobMetrics(Collector):
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the metrics described in the module docstring."""
+        """Yield the metrics described in the module docstring, all read before the first is
+        yielded: a scrape that loses Redis part way returns ``transqueue_redis_up`` 0 alone,
+        never some of the others."""
+        up = GaugeMetricFamily("transqueue_redis_up", "1 if Redis answered this scrape, else 0")
+        try:
+            metrics = list(self._read())
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.warning("scrape without metrics: Redis did not answer (%s)", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _read(self) -> Iterator[Metric]:
         job = ["job_id"]
         done = GaugeMetricFamily(
             "transqueue_job_sentences_done", "Distinct sentences of the job translated", labels=job
