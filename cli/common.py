@@ -53,11 +53,15 @@ class TransqueueGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; Redis failures exit with `EXIT_REDIS`, bad stored data with 1."""
+        """Run the command; Redis failures exit with `EXIT_REDIS`, bad stored data with 1, and
+        Ctrl-C with 130 (128 + SIGINT: a stop, where click's own "Aborted!" exits 1, a
+        failure; `translate` and `fetch` print their summary first, `stopped_with_summary`)."""
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except KeyboardInterrupt:
+            sys.exit(128 + signal.SIGINT)
         except Exception as exc:
             _exit_on_known_failure(ctx, exc)
             raise

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,10 +152,7 @@ def translate_command(
             raise click.UsageError("'-' reads stdin alone and writes to stdout (no --report)")
         if columns:
             raise click.UsageError("--column reads .csv/.tsv files, not stdin")
-        try:
-            _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
-        except KeyboardInterrupt:  # a stop, as SIGTERM's 143 is, not click's "Aborted!" and 1
-            sys.exit(128 + signal.SIGINT)
+        _translate_stdin(load_translator(model, precision, threads, one_at_a_time=True), read)
         return
     if out == "-":  # not a file named "-": files are written atomically, never to stdout
         raise click.UsageError(

@@ -248,6 +248,31 @@ def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypa
     assert "celery -A worker inspect active_queues" in waited.output
 
 
+def test_ctrl_c_stops_wait_with_status_130(redis_server, tmp_path):
+    """Click reported it as "Aborted!" and exit status 1, a failure; every command stops on
+    Ctrl-C with 128 + SIGINT, as translate and fetch do (`cli.common.TransqueueGroup`)."""
+    import signal
+    import time
+
+    _, job_id, env = unfinished_job(redis_server, tmp_path)
+    waiting = subprocess.Popen(
+        [sys.executable, "-c", "from cli import main; main()", "wait", job_id],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2.0)  # imported and polling (the job never finishes)
+        assert waiting.poll() is None, waiting.communicate()
+        waiting.send_signal(signal.SIGINT)
+        _, stderr = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 130, stderr
+    assert "Aborted" not in stderr and "Traceback" not in stderr
+
+
 def test_wait_exits_1_if_sentences_ended_in_dead_letters(redis_server, tmp_path):
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
