@@ -35,7 +35,8 @@ def plan_files(
       (neither an existing one nor, with ``out_is_dir``, one to be made: ``-o DIR/``).
     - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
-      (``*.zh.EXT``) and anything inside the output tree are left alone; so are, without
+      (``*.zh.EXT``), a directory ``D.zh`` beside a directory ``D`` (the tree of an earlier
+      run on ``D``) and anything inside the output tree are left alone; so are, without
       ``hidden``, the files and directories whose names start with ``.`` (never entered:
       writers such as rsync keep files in progress there, which may vanish while walked).
     - Whatever is not a directory is planned as a file, even a FIFO, a device, a symbolic
@@ -93,8 +94,11 @@ def _walk(root: Path, out: Path, hidden: bool = True) -> Iterator[Path]:
     for directory, subdirectories, names in os.walk(root, onerror=unreadable):
         subdirectories.sort()
         base = Path(directory)
+        mirrors = {d + defaults.OUTPUT_INFIX for d in subdirectories}  # `D.zh` beside `D`: D's output
         subdirectories[:] = [
-            d for d in subdirectories if _real(base / d) != out and (hidden or not d.startswith("."))
+            d
+            for d in subdirectories
+            if _real(base / d) != out and d not in mirrors and (hidden or not d.startswith("."))
         ]
         for name in sorted(names):
             if not hidden and name.startswith("."):

@@ -102,6 +102,21 @@ def test_always_keeps_what_was_written_before_a_failure(tmp_path: Path):
     assert os.listdir(tmp_path) == ["log"]
 
 
+def test_the_tree_an_earlier_run_wrote_beside_its_directory_is_not_an_input(tmp_path: Path):
+    """`translate w` writes `w.zh/` with the same file names; translating the directory above
+    them translated those outputs again (and wrote `w.zh.zh/`)."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "a.txt").write_text("Hi.\n")
+    first = plan_files([tmp_path / "w"])
+    assert [(t.source, t.target) for t in first] == [(tmp_path / "w" / "a.txt", tmp_path / "w.zh" / "a.txt")]
+    (tmp_path / "w.zh").mkdir()
+    (tmp_path / "w.zh" / "a.txt").write_text("嗨。\n")
+    (tmp_path / "notes.zh").mkdir()  # no `notes` beside it: a directory of inputs like any other
+    (tmp_path / "notes.zh" / "b.txt").write_text("Hello.\n")
+    sources = [task.source for task in plan_files([tmp_path])]
+    assert sources == [tmp_path / "notes.zh" / "b.txt", tmp_path / "w" / "a.txt"]
+
+
 def test_a_walk_without_hidden_names_never_enters_a_dot_directory(tmp_path: Path):
     """The inbox's walk: a dot directory (rsync's `.~tmp~`, removed when its transfer ends)
     that vanishes while the tree is walked is no error, as it is never entered."""
