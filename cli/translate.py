@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
@@ -23,6 +23,7 @@ from cli.common import (
 )
 from models.defaults import PRECISION, PRECISIONS
 from models.protocol import SentenceTranslator
+from producer.defaults import FORMAT_BY_SUFFIX
 from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask, plan_files
 from producer.inputs import STDIN
@@ -167,6 +168,7 @@ def translate_command(
             )
         except DocumentError as error:
             raise click.ClickException(str(error)) from None
+        _warn_of_empty_trees(inputs, tasks)
 
         def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
             written = set(report.written)
@@ -191,6 +193,21 @@ def translate_command(
     click.echo(report.summary(), err=True)
     if report.errors:
         sys.exit(1)
+
+
+def _warn_of_empty_trees(inputs: Sequence[Path], tasks: Sequence[FileTask]) -> None:
+    """Say on stderr which of the directories in ``inputs`` hold no file to translate (a
+    wrong directory, or files of other suffixes), which the summary's "0 written" alone
+    does not tell from a run that found everything done."""
+    sources = [os.path.abspath(task.source) for task in tasks]
+    for given in inputs:
+        if given.is_dir():
+            tree = os.path.join(os.path.abspath(given), "")
+            if not any(source.startswith(tree) for source in sources):
+                suffixes = ", ".join(sorted(FORMAT_BY_SUFFIX))
+                click.echo(
+                    f"warning: {given}: no file to translate in it (suffixes read: {suffixes})", err=True
+                )
 
 
 def _translate_files(

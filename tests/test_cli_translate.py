@@ -781,3 +781,20 @@ def test_a_file_failing_under_force_keeps_its_earlier_output_and_records(tmp_pat
     )
     assert (tmp_path / "corpus.zh" / "b.jsonl").read_bytes() == output  # kept, as its records are
     assert sorted(report.read_text(encoding="utf-8").splitlines()) == sorted(records)
+
+
+def test_a_directory_with_nothing_to_translate_is_named_in_a_warning(tmp_path, tiny_bundle):
+    """It printed "0 written, ..." and nothing else, as a run that found everything done does."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "scan.pdf").write_bytes(b"%PDF")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "a.txt").write_text("Hello.\n")
+    inputs = [str(tmp_path / "empty"), str(tmp_path / "full")]
+    result = CliRunner().invoke(main, ["translate", *inputs, "--model", str(tiny_bundle)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {tmp_path / 'empty'}: no file to translate in it (suffixes read: "
+        ".csv, .jsonl, .markdown, .md, .parquet, .text, .tsv, .txt)"
+    ]
+    assert (tmp_path / "full.zh" / "a.txt").exists()
