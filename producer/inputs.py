@@ -122,12 +122,22 @@ def _decompression_errors(path: Path) -> Iterator[None]:
 
 def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
     """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise
-    (``first_line``: the number of the line ``data`` starts with)."""
+    (``first_line``: the number of the line ``data`` starts with), and for text of which a
+    quarter or more is NUL bytes: valid UTF-8, but UTF-16 without a byte order mark (ASCII
+    text with a NUL after or before every character), or no text at all, which the model
+    would be sent as garbage."""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + first_line
         raise not_utf8(where, line, error, data if first_line == 1 else b"") from None
+    if data.count(0) * 4 >= len(data) > 0:
+        line = data.count(b"\n", 0, data.index(0)) + first_line
+        raise DocumentError(
+            f"{where}:{line}: mostly NUL bytes, which text does not hold: UTF-16 without a byte "
+            "order mark (convert it: iconv -f UTF-16LE -t UTF-8), or not a text file"
+        )
+    return text
 
 
 #: Byte order marks of the Unicode encodings other than UTF-8, longest first (UTF-32's

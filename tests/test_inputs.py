@@ -182,6 +182,16 @@ def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, encoding, name):
         decode_input(data, "u.txt", first_line=3)  # a later window: no mark to look for
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_refused_not_translated(encoding):
+    """ASCII text in UTF-16 without a mark is valid UTF-8, a NUL beside every character: it
+    was translated as such, garbage in and out, without a word."""
+    data = "Hello there.\nBye.\n".encode(encoding)
+    with pytest.raises(DocumentError, match=r"^u\.txt:4: mostly NUL bytes, .*iconv -f UTF-16LE"):
+        decode_input(data, "u.txt", first_line=4)
+    assert decode_input(b"a\0b and more text\n", "x") == "a\0b and more text\n"  # a stray NUL is text
+
+
 def test_stdin_lines_never_read_more_than_one_byte_over_the_limit():
     stream = io.BytesIO(b"ok line\n" + b"z" * 1_000_000 + b"\nafter\n")
     lines = stdin_lines(stream, 16)
