@@ -226,6 +226,8 @@ def _translate_files(
             translate_files(documents, model, report, progress=bar.update, overwrite=options.force)
     for error in report.errors[shown:]:  # streamed files found invalid part way
         click.echo(f"error: {error}", err=True)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def _translate_stdin(translator: SentenceTranslator, read: ReadOptions) -> None:

@@ -49,6 +49,7 @@ class RunReport:
     written: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # written, but likely not as meant
     sentences: int = 0
     translated: int = 0  # distinct sentences sent to the model
     seconds: float = 0.0
@@ -166,7 +167,8 @@ def translate_files(
     written for it, and its quality flags are dropped) and the others go on. Without
     ``overwrite`` (`transqueue translate` passes `RunOptions.force`), an output that
     something else made while its document was translated is left as it is, an error of
-    that document.
+    that document. A JSONL document written without a sentence (no record holds its fields)
+    is named in ``report.warnings``.
     """
     started = time.perf_counter()
     translations = Translations(translator, report)
@@ -174,6 +176,7 @@ def translate_files(
         for task, document in documents:
             path = os.path.realpath(task.source)  # once for the document's windows
             translate = partial(translations.checked, task.source, path, progress=progress)
+            before = report.sentences
             try:
                 document.write(task.target, translate, overwrite)
             except OSError as error:  # named after the output when writing it failed
@@ -187,6 +190,16 @@ def translate_files(
                 continue
             report.quality.keep()
             report.written.append(task.target)
+            if (
+                report.sentences == before
+                and isinstance(document, StreamedDocument)
+                and document.fmt == "jsonl"
+            ):
+                fields = ", ".join(repr(name) for name in document.options.fields)
+                report.warnings.append(
+                    f"{task.source}: no record holds text to translate in --field {fields}; "
+                    "written as it was (a misspelt field?)"
+                )
     finally:
         report.seconds += time.perf_counter() - started
     return report

@@ -798,3 +798,16 @@ def test_a_directory_with_nothing_to_translate_is_named_in_a_warning(tmp_path, t
         ".csv, .jsonl, .markdown, .md, .parquet, .text, .tsv, .txt)"
     ]
     assert (tmp_path / "full.zh" / "a.txt").exists()
+
+
+def test_a_jsonl_file_whose_records_hold_no_text_in_the_field_is_named_in_a_warning(tmp_path, tiny_bundle):
+    """A misspelt --field wrote every record back as it was and said only "0 sentences"."""
+    source = tmp_path / "corpus.jsonl"
+    source.write_text('{"id": 1, "text": "Hello."}\n{"id": 2, "text": "Good night."}\n')
+    model = ["--model", str(tiny_bundle)]
+    result = CliRunner().invoke(main, ["translate", str(source), "--field", "txt", *model])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {source}: no record holds text to translate in --field 'txt'; " in result.stderr
+    assert (tmp_path / "corpus.zh.jsonl").read_text() == source.read_text()
+    result = CliRunner().invoke(main, ["translate", str(source), "--field", "text", "--force", *model])
+    assert result.exit_code == 0 and "warning" not in result.stderr, result.output
