@@ -80,6 +80,7 @@ from producer.jobs import (
     write_document,
 )
 from producer.schedule import InboxEntry
+from store.defaults import MAX_INBOX_LOCK_TIMEOUT_S
 from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
 from store.keys import BadName
@@ -113,14 +114,16 @@ class _EntryLock:
         return bool(taken)
 
     def _bound_expiry(self) -> None:
-        """Make a lock held with no expiry, or with one beyond the timeout, expire within the
-        timeout. A run's lock lives `timeout` from its last extension: one that outlives it
-        was not set by a run (a key tampered with, of any type), and would block the entry
-        forever where a crashed run's lock blocks it for a timeout."""
-        limit = round(self.timeout * 1000)
+        """Make a lock held with no expiry, or with one beyond the longest timeout any
+        scheduler may have (`defaults.MAX_INBOX_LOCK_TIMEOUT_S`), expire within this one's
+        timeout. A run's lock lives its scheduler's timeout from its last extension: one that
+        outlives every timeout was not set by a run (a key tampered with, of any type), and
+        would block the entry forever where a crashed run's lock blocks it for a timeout. A
+        lock within the longest timeout is left alone: another scheduler's live run, with a
+        longer timeout than this one, may hold it."""
         ttl = self.lock.redis.pttl(self.lock.name)
-        if ttl == -1 or ttl > limit:
-            self.lock.redis.pexpire(self.lock.name, limit)
+        if ttl == -1 or ttl > MAX_INBOX_LOCK_TIMEOUT_S * 1000:
+            self.lock.redis.pexpire(self.lock.name, round(self.timeout * 1000))
 
     def _keep(self) -> None:
         while not self._stop.wait(self.timeout / 3):

@@ -96,7 +96,7 @@ class Settings:
             *((name, 1, defaults.MAX_DURATION_S) for name in durations),
             ("poll_interval", 0.01, 3600.0),
             ("client_patience", 0.0, 86400.0),
-            ("inbox_lock_timeout", 1, 7 * 86400),
+            ("inbox_lock_timeout", 1, defaults.MAX_INBOX_LOCK_TIMEOUT_S),
             ("metrics_port", 1, 65535),
         ):
             value = getattr(self, name)

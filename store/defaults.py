@@ -153,6 +153,9 @@ SCHEDULE = ""
 #: expires after this, and the entry's runs and deliveries wait until then). A live run
 #: extends it every third of this, so it bounds only a crashed run's wait, not a run's length.
 INBOX_LOCK_TIMEOUT = 120
+#: The longest TRANSQUEUE_INBOX_LOCK_TIMEOUT allowed (a week): a lock whose expiry is further
+#: off (or that has none) was set by no run, and is made to expire (`producer.inbox`).
+MAX_INBOX_LOCK_TIMEOUT_S = 7 * 86400
 
 #: Seconds a worker's or the scheduler's Redis client retries a lost connection (a Redis
 #: restart, an AOF load) before the error reaches the task.

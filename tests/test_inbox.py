@@ -131,6 +131,17 @@ def test_a_lock_lost_during_the_run_is_recorded_not_raised(store, entry, monkeyp
     assert store.runs.list("docs") == [run]
 
 
+def test_a_lock_within_the_longest_timeout_is_left_to_its_run(store, entry):
+    """Another scheduler's live run, with a longer timeout than this one's, may hold it: cut
+    short, its entry was taken by a second run while the first went on."""
+    lock = InboxKeys("docs").lock
+    store.client.set(lock, "another scheduler's run", ex=600)  # its TRANSQUEUE_INBOX_LOCK_TIMEOUT
+    assert store.settings.inbox_lock_timeout < 600
+    assert run_inbox(store, entry).state == SKIPPED
+    assert store.client.pttl(lock) > store.settings.inbox_lock_timeout * 1000
+    store.client.delete(lock)
+
+
 @pytest.mark.parametrize("ttl", [None, 10 * 365 * 24 * 3600])
 def test_a_lock_set_without_expiry_or_for_years_blocks_the_entry_one_timeout_at_most(store, entry, ttl):
     lock = InboxKeys("docs").lock
