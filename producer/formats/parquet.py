@@ -276,20 +276,16 @@ def _ordered(pa: Any, original: Any, values: Sequence[str | None], kind: Any) ->
     return pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, kind.value_type), ordered=True)
 
 
-#: The Parquet format versions pyarrow writes; a file of another is written in its default.
-_VERSIONS = ("1.0", "2.4", "2.6")
-
-
 def _storage(metadata: Any) -> dict[str, Any]:
     """How the file of ``metadata`` stores its columns, as ``ParquetWriter`` options: each
-    column's codec (`_codecs`), the format version, and timestamps as the INT96 that Spark,
-    Hive and Impala write where it has any (read as ``timestamp[ns]``, they would be written
-    back as INT64 nanoseconds, which those engines refuse)."""
-    version = metadata.format_version
+    column's codec (`_codecs`), and timestamps as the INT96 that Spark, Hive and Impala
+    write where it has any (read as ``timestamp[ns]``, they would be written back as INT64
+    nanoseconds, which those engines refuse; the option makes every timestamp INT96). The
+    format version is pyarrow's default: writers such as Spark's stamp every file 1.0,
+    whose writer turns ``timestamp[ns]`` into microseconds and fails on a value finer."""
     schema = metadata.schema
     return {
         "compression": _codecs(metadata),
-        **({"version": version} if version in _VERSIONS else {}),
         "use_deprecated_int96_timestamps": any(
             schema.column(i).physical_type == "INT96" for i in range(len(schema))
         ),
