@@ -314,7 +314,7 @@ def fetch_command(
     if stream and out is not None:
         raise click.UsageError("a stdin job's records go to stdout: --out does not apply")
     out_dir = out or Path(info.out)
-    if not (stream or out or out_dir.is_absolute()):  # submit stores it resolved: a record tampered with
+    if not (stream or out or out_dir.is_absolute()):  # submit and the inbox store it absolute: tampered
         raise click.ClickException(
             f"job {job_id}: its stored output directory {info.out!r:.80} is not an absolute path; "
             "pass --out DIR"

@@ -17,6 +17,7 @@ The file is TOML (``*.toml``) or JSON (anything else), with a list of ``inbox`` 
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,10 @@ def _entry(path: Path, n: int, table: object) -> InboxEntry:
         raise ScheduleError(
             f"{where}: settle must be a number of seconds from 0 to {MAX_SETTLE_S:,} (a day), not {settle!r}"
         )
-    entry = InboxEntry.from_dict(table)
+    # absolute, as submit stores a job's output directory (`~` and a relative path taken
+    # from the scheduler's home and working directory when it loads the file)
+    directories = {key: os.path.abspath(os.path.expanduser(table[key])) for key in ("inbox", "outbox")}
+    entry = InboxEntry.from_dict({**table, **directories})
     try:
         compile_patterns(entry.protect)
     except ProtectError as exc:

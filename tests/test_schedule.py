@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,7 +172,20 @@ def test_two_entries_may_not_share_an_outbox(tmp_path, second):
         load_schedule(path)
     entries[1]["outbox"] = "o2"  # a sibling whose name starts the same is another directory
     path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
-    assert [e.outbox for e in load_schedule(path)] == ["o", "o2"]
+    assert [e.outbox for e in load_schedule(path)] == [os.path.abspath("o"), os.path.abspath("o2")]
+
+
+def test_directories_are_held_absolute_as_a_job_stores_its_output(tmp_path, monkeypatch):
+    """A relative outbox was stored as the job's output directory as it was, which `fetch`
+    refuses (a stored path that is not absolute is tampered with); `~` was a directory named
+    so, relative to the scheduler's working directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "s.json"
+    entry = {"name": "a", "inbox": "in/../in2", "outbox": "~/out", "schedule": 1}
+    path.write_text(json.dumps({"inbox": [entry]}), encoding="utf-8")
+    [loaded] = load_schedule(path)
+    assert (loaded.inbox, loaded.outbox) == (str(tmp_path / "in2"), str(tmp_path / "home" / "out"))
 
 
 @pytest.mark.parametrize("inbox", ["o", "o/sub", "."])
@@ -183,12 +197,12 @@ def test_an_outbox_may_not_overlap_another_entrys_inbox(tmp_path, inbox):
     ]
     path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
     with pytest.raises(
-        ScheduleError, match=r"outbox of inbox entry 1 \('a', o\) overlaps the inbox of entry 2"
+        ScheduleError, match=r"outbox of inbox entry 1 \('a', /\S*/o\) overlaps the inbox of entry 2"
     ):
         load_schedule(path)
     entries[1]["inbox"] = "i"  # two entries may read one inbox into outboxes of their own
     path.write_text(json.dumps({"inbox": entries}), encoding="utf-8")
-    assert [e.inbox for e in load_schedule(path)] == ["i", "i"]
+    assert [e.inbox for e in load_schedule(path)] == [os.path.abspath("i")] * 2
 
 
 def test_crontab_fields_split_on_any_whitespace_and_intervals_expire(tmp_path):
