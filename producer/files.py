@@ -26,7 +26,11 @@ class FileTask:
 
 
 def plan_files(
-    inputs: Sequence[Path], out: Path | None = None, out_is_dir: bool = False, hidden: bool = True
+    inputs: Sequence[Path],
+    out: Path | None = None,
+    out_is_dir: bool = False,
+    hidden: bool = True,
+    mirrors: bool = True,
 ) -> list[FileTask]:
     """The file tasks for ``inputs`` (files and directories).
 
@@ -35,8 +39,9 @@ def plan_files(
       (neither an existing one nor, with ``out_is_dir``, one to be made: ``-o DIR/``).
     - A directory is walked for supported suffixes and mirrored into ``out`` (default: a
       sibling ``DIR.zh``) under the same relative names. Files that look like translations
-      (``*.zh.EXT``), a directory ``D.zh`` beside a directory ``D`` (the tree of an earlier
-      run on ``D``) and anything inside the output tree are left alone; so are, without
+      (``*.zh.EXT``), with ``mirrors`` a directory ``D.zh`` beside a directory ``D`` (the
+      tree of an earlier run on ``D``), and anything inside the output tree are left alone;
+      so are, without
       ``hidden``, the files and directories whose names start with ``.`` (never entered:
       writers such as rsync keep files in progress there, which may vanish while walked).
     - Whatever is not a directory is planned as a file, even a FIFO, a device, a symbolic
@@ -55,7 +60,7 @@ def plan_files(
                 raise DocumentError(f"{given}: the root directory has no sibling for its output; give -o DIR")
             root = out or absolute.with_name(absolute.name + defaults.OUTPUT_INFIX)
             tasks.extend(
-                FileTask(path, root / path.relative_to(given)) for path in _walk(given, root, hidden)
+                FileTask(path, root / path.relative_to(given)) for path in _walk(given, root, hidden, mirrors)
             )
         elif os.path.lexists(given):
             if out is None:
@@ -85,7 +90,7 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _walk(root: Path, out: Path, hidden: bool = True) -> Iterator[Path]:
+def _walk(root: Path, out: Path, hidden: bool = True, mirrors: bool = True) -> Iterator[Path]:
     out = _real(out)
 
     def unreadable(error: OSError) -> None:  # a directory that cannot be listed is no empty one
@@ -94,11 +99,11 @@ def _walk(root: Path, out: Path, hidden: bool = True) -> Iterator[Path]:
     for directory, subdirectories, names in os.walk(root, onerror=unreadable):
         subdirectories.sort()
         base = Path(directory)
-        mirrors = {d + defaults.OUTPUT_INFIX for d in subdirectories}  # `D.zh` beside `D`: D's output
-        subdirectories[:] = [
+        outputs = {d + defaults.OUTPUT_INFIX for d in subdirectories} if mirrors else set()
+        subdirectories[:] = [  # `D.zh` beside `D`: D's output tree, with `mirrors`
             d
             for d in subdirectories
-            if _real(base / d) != out and d not in mirrors and (hidden or not d.startswith("."))
+            if _real(base / d) != out and d not in outputs and (hidden or not d.startswith("."))
         ]
         for name in sorted(names):
             if not hidden and name.startswith("."):

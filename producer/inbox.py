@@ -198,7 +198,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     )
     inbox, outbox = Path(entry.inbox), Path(entry.outbox)
     try:
-        tasks = plan_files([inbox], outbox, hidden=False)
+        tasks = plan_files([inbox], outbox, hidden=False, mirrors=False)  # outputs go to the outbox
     except (DocumentError, OSError) as exc:
         return replace(run, state=FAILED, finished=time.time(), message=str(exc))
     named = {str(task.source.relative_to(inbox)): task for task in tasks}

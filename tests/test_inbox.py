@@ -104,6 +104,16 @@ def test_a_corrupt_run_record_is_replaced_by_the_scan_and_the_valid_ones_kept(st
     )
 
 
+def test_a_directory_named_as_a_translated_tree_is_an_inbox_directory_like_any(store, entry):
+    """`translate` passes over `D.zh` beside `D` (its own earlier output); an inbox's outputs
+    go to the outbox, so there both are directories of inputs."""
+    for name in ("reports", "reports.zh"):
+        (Path(entry.inbox) / name).mkdir()
+        (Path(entry.inbox) / name / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    assert sorted(run.files) == ["a.txt", "reports.zh/b.txt", "reports/b.txt"]
+
+
 def test_a_file_vanishing_during_the_scan_is_skipped(store, entry, monkeypatch):
     inbox_dir = Path(entry.inbox)
 
