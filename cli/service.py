@@ -105,6 +105,7 @@ def run_celery_worker(app: Celery, args: list[str]) -> None:
     help="Also send the scans of the TRANSQUEUE_SCHEDULE entries on time.",
 )
 @click.option(
+    "-s",
     "--schedule",
     "beat_state",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -79,3 +79,18 @@ def test_a_scheduler_killed_outright_takes_its_beat_with_it(redis_server, tmp_pa
         scheduler.kill()
         with contextlib.suppress(ProcessLookupError, AttributeError):  # a beat left over
             os.killpg(scheduler.process.pid, signal.SIGKILL)
+
+
+def test_the_scheduler_takes_celery_s_short_option_for_beat_s_state(tmp_path, monkeypatch):
+    """`-s FILE`, Celery's spelling, went on to Celery while the check looked at the default
+    `./celerybeat-schedule`: a scheduler started so in a directory it cannot write in was
+    refused, and a FILE in a missing directory was not checked."""
+    from click.testing import CliRunner
+
+    from cli import main
+
+    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
+    state = tmp_path / "no-such-dir" / "beat"
+    result = CliRunner().invoke(main, ["scheduler", "-s", str(state)])
+    assert result.exit_code == 1, result.output
+    assert f"--schedule {state}: no such directory {state.parent}" in result.output
