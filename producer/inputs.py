@@ -122,22 +122,30 @@ def _decompression_errors(path: Path) -> Iterator[None]:
 
 def decode_input(data: bytes, where: str | Path, first_line: int = 1) -> str:
     """``data`` as UTF-8 text, line endings kept; DocumentError naming ``where``:line otherwise
-    (``first_line``: the number of the line ``data`` starts with), and for text of which a
-    quarter or more is NUL bytes: valid UTF-8, but UTF-16 without a byte order mark (ASCII
-    text with a NUL after or before every character), or no text at all, which the model
-    would be sent as garbage."""
+    (``first_line``: the number of the line ``data`` starts with), and for the start of a
+    file (``first_line`` 1) that is mostly NUL bytes (`refuse_nul_text`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + first_line
         raise not_utf8(where, line, error, data if first_line == 1 else b"") from None
-    if data.count(0) * 4 >= len(data) > 0:
-        line = data.count(b"\n", 0, data.index(0)) + first_line
+    if first_line == 1:
+        refuse_nul_text(data, where)
+    return text
+
+
+def refuse_nul_text(start: bytes, where: str | Path) -> None:
+    """DocumentError naming ``where`` if ``start``, the start of a file or stream, is a
+    quarter or more NUL bytes: valid UTF-8, but UTF-16 without a byte order mark (ASCII text
+    with a NUL after or before every character), or no text at all, which the model would be
+    sent as garbage. Only the start is looked at, where such a file shows it: a text file
+    ending in NUL padding (one cut short by a crash) is read as it is."""
+    if start.count(0) * 4 >= len(start) > 0:
+        line = start.count(b"\n", 0, start.index(0)) + 1
         raise DocumentError(
             f"{where}:{line}: mostly NUL bytes, which text does not hold: UTF-16 without a byte "
             "order mark (convert it: iconv -f UTF-16LE -t UTF-8), or not a text file"
         )
-    return text
 
 
 #: Byte order marks of the Unicode encodings other than UTF-8, longest first (UTF-32's

@@ -27,7 +27,7 @@ from producer import defaults
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask
 from producer.formats.parquet import ParquetDocument
-from producer.inputs import failure, line_too_long, not_utf8, stdin_lines
+from producer.inputs import failure, line_too_long, not_utf8, refuse_nul_text, stdin_lines
 from producer.quality import FlagLog
 from producer.streaming import StreamedDocument
 
@@ -224,6 +224,8 @@ def stream_units(
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise not_utf8("<stdin>", number, error, raw if number == 1 else b"") from None
+        if number == 1:
+            refuse_nul_text(raw, "<stdin>")
         if not reflow:
             yield number, line
         elif line.strip():

@@ -185,11 +185,15 @@ def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, encoding, name):
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
 def test_utf16_without_a_byte_order_mark_is_refused_not_translated(encoding):
     """ASCII text in UTF-16 without a mark is valid UTF-8, a NUL beside every character: it
-    was translated as such, garbage in and out, without a word."""
+    was translated as such, garbage in and out, without a word; from stdin too."""
     data = "Hello there.\nBye.\n".encode(encoding)
-    with pytest.raises(DocumentError, match=r"^u\.txt:4: mostly NUL bytes, .*iconv -f UTF-16LE"):
-        decode_input(data, "u.txt", first_line=4)
+    with pytest.raises(DocumentError, match=r"^u\.txt:1: mostly NUL bytes, .*iconv -f UTF-16LE"):
+        decode_input(data, "u.txt")
+    with pytest.raises(DocumentError, match=r"^<stdin>:1: mostly NUL bytes"):
+        list(stream_units(iter(data.splitlines(keepends=True))))
     assert decode_input(b"a\0b and more text\n", "x") == "a\0b and more text\n"  # a stray NUL is text
+    padded = b"\0" * 64  # a later window: a file that ends in NUL padding is read as it is
+    assert decode_input(padded, "x", first_line=40) == padded.decode()
 
 
 def test_stdin_lines_never_read_more_than_one_byte_over_the_limit():
