@@ -1,11 +1,17 @@
 """The error of a stored record that is not what transqueue writes, shared by the job store
-and the inbox run records (`store.runs`, which the job store imports), and the checks that
-what a record holds is text."""
+and the inbox run records (`store.runs`, which the job store imports), the checks that
+what a record holds is text, and that text as a message may show it (`printable`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+#: What a terminal may act on rather than show: the C0 and C1 controls and DEL (escape
+#: sequences, carriage returns, new lines) and the bidi embeddings, overrides and isolates,
+#: which reorder what follows them on the line.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class CorruptRecord(ValueError):
@@ -36,8 +42,15 @@ def is_text(value: str) -> bool:
 
 
 def printable(value: str) -> str:
-    """`value` for a message, its lone surrogates written as ``\\udcXX`` escapes."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    """`value` for a message or a terminal: its control characters (`_CONTROLS`) written as
+    Python writes them in a string literal (``\\x1b``, ``\\n``, ``\\u202e``), and its lone
+    surrogates as ``\\udcXX``; any other text, Chinese or a file name's spaces, as it is.
+    Text read from Redis may hold what a terminal would obey (README, "Security: what is
+    trusted"): every line that quotes it is shown through this."""
+    if value.isprintable():  # no control, format character or surrogate: most text
+        return value
+    escaped = _CONTROLS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), value)
+    return escaped.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def load_json(raw: str) -> Any:
