@@ -23,6 +23,7 @@ import click
 
 from store.config import ConfigError, Settings, redacted
 from store.defaults import ENV_PREFIX
+from store.errors import printable
 
 if TYPE_CHECKING:
     from store.jobstore import JobInfo, JobStore
@@ -55,10 +56,14 @@ class TransqueueGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; Redis failures exit with `EXIT_REDIS`, bad stored data with 1, and
         Ctrl-C with 130 (128 + SIGINT: a stop, where click's own "Aborted!" exits 1, a
-        failure; `translate` and `fetch` print their summary first, `stopped_with_summary`)."""
+        failure; `translate` and `fetch` print their summary first, `stopped_with_summary`).
+        An error's message is shown `printable`: it may quote text read from Redis."""
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.ClickException as error:
+            error.message = printable(error.message)
+            raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except KeyboardInterrupt:
             sys.exit(128 + signal.SIGINT)
@@ -84,7 +89,7 @@ def _exit_on_known_failure(ctx: click.Context, exc: Exception) -> None:
         click.echo(f"Error: {redis_failure(_redis_url(), exc)}", err=True)
         ctx.exit(EXIT_REDIS)
     if isinstance(exc, BadName | CorruptRecord):
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(printable(str(exc))) from None
     if isinstance(exc, redis.ResponseError):  # OOM, MISCONF, ...
         raise click.ClickException(f"Redis at {redacted(_redis_url())} refused: {exc}") from None
 
@@ -123,6 +128,13 @@ def refuse_bad_credentials(settings: Settings) -> None:
 #: Redis replies to a connection's PING that no wait changes: a database index out of range
 #: (the URL's /N), an ACL user without the right.
 _REFUSED_FOR_GOOD = ("DB index is out of range", "NOPERM")
+
+
+def echo_printable(line: str, err: bool = False) -> None:
+    """Print `line`, which quotes text read from Redis, with the characters a terminal would
+    act on escaped (`store.errors.printable`): a stored record may be anyone's who can write
+    to Redis."""
+    click.echo(printable(line), err=err)
 
 
 def cli_settings() -> Settings:

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from cli.common import (
     cli_store,
     duration,
+    echo_printable,
     job_info,
     model_key_of,
     open_report,
@@ -174,11 +175,12 @@ def status_command(job_id: str) -> None:
     if info.out:
         lines.append(f"output       {info.out}")
     lines.append(_flags_line(store, job_id))
-    click.echo("\n".join(lines))
+    for line in lines:  # the origin, state, output and reasons as stored
+        echo_printable(line)
     errors = store.errors(job_id)
     click.echo(f"errors       {len(errors)}")
     for (text, where), count in Counter((str(e["error"]), f"{e['worker']}") for e in errors).most_common():
-        click.echo(f"  {count} × on {where}: {text}")
+        echo_printable(f"  {count} × on {where}: {text}")
 
 
 def _dead_letter_lines(store: JobStore, job_id: str) -> list[str]:
@@ -231,7 +233,7 @@ def wait_command(job_id: str, quiet: bool) -> None:
     mark, since, hinted = (info.settled, store.deliveries(job_id)), time.monotonic(), False
     plain, said_at = not quiet and not sys.stderr.isatty(), 0.0
     if not info.finished and info.state != CANCELLED and info.queue and not store.serving(info.queue):
-        click.echo(NO_MODEL.format(job=job_id, model=info.model, queue=info.queue), err=True)
+        echo_printable(NO_MODEL.format(job=job_id, model=info.model, queue=info.queue), err=True)
     with tqdm(
         total=info.total, initial=info.settled, unit="sentence", desc=job_id, disable=quiet or plain
     ) as bar:
@@ -251,7 +253,7 @@ def wait_command(job_id: str, quiet: bool) -> None:
                 hint = NO_WORKER.format(
                     job=job_id, s=defaults.NO_WORKER_HINT_AFTER, queue=info.queue or store.settings.queue
                 )
-                click.echo(hint, err=True)
+                echo_printable(hint, err=True)
     if plain:
         click.echo(f"{job_id}: {info.settled}/{info.total} sentences settled, {info.state}", err=True)
     if info.state == CANCELLED:
@@ -325,7 +327,7 @@ def fetch_command(
     done: set[int] = set()  # the documents written by this fetch
 
     def written_line() -> str:  # the summary's start, also when the fetch stops part way
-        return f"{written} of {info.documents} {unit} written to {where}"
+        return printable(f"{written} of {info.documents} {unit} written to {where}")  # where: as stored
 
     def unwritten_outputs() -> set[str]:  # their files' earlier records are kept
         return {
@@ -398,14 +400,14 @@ def fetch_command(
     unfinished = info.documents - written - skipped - len(missing) - len(refused)
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
-        click.echo(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
+        echo_printable(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
     for name, line, letter in dead:
         where = name if stream else f"{name}:{line}"  # a stdin unit: its name says where
-        click.echo(f"{where}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
+        echo_printable(f"{where}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
     for error in missing:
-        click.echo(f"error: {error}; pass that file with --source FILE", err=True)
+        echo_printable(f"error: {error}; pass that file with --source FILE", err=True)
     for error in refused:
-        click.echo(f"error: {error}", err=True)
+        echo_printable(f"error: {error}", err=True)
     if dead or unfinished or missing or refused:
         sys.exit(1)
 
@@ -426,7 +428,7 @@ def jobs_command() -> None:
     )
     for info in filter(None, infos):
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info.created))
-        click.echo(
+        echo_printable(
             f"{info.job_id:12}  {info.state:9}  {f'{info.settled}/{info.total}':>15}  "
             f"{info.documents:>5}  {info.hits:>6}  {info.dead:>5}  {created}  "
             f"{info.origin}"

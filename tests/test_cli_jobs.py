@@ -848,3 +848,96 @@ def test_runs_says_how_many_of_a_run_s_files_were_delivered(redis_server):
         "0000000000001-aaaa  1970-01-01 00:00:01  delivered    submitted=2",
         "0000000000002-bbbb  1970-01-01 00:00:03  delivered    submitted=2  delivered=1  job=j",
     ]
+
+
+#: Stored text that sets a terminal's title, and a bidi override, and how the CLI shows them.
+TITLE, SHOWN_TITLE = "\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"
+OVERRIDE, SHOWN_OVERRIDE = "\u202e", "\\u202e"
+
+
+def assert_escaped(output: str) -> None:
+    """No control character but the line ends, and no bidi override, in `output`."""
+    assert "\x1b" not in output and "\x07" not in output and OVERRIDE not in output, output
+
+
+def test_status_and_jobs_show_stored_text_with_controls_escaped(redis_server, tmp_path):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    keys = JobKeys(job_id)
+    store.client.hset(
+        keys.meta, mapping={"origin": f"files{TITLE}", "out": f"/输出/{TITLE}", "model": f"m{OVERRIDE}"}
+    )
+    letter = DeadLetter(slot=1, text="Good night.", reason=f"boom{TITLE}", chunk=0, deliveries=3, at=0.0)
+    store.dead_letter(job_id, letter)
+    store.client.lpush(keys.errors, json.dumps({"error": f"bad{TITLE}", "worker": f"w{OVERRIDE}"}))
+    status = CliRunner().invoke(main, ["status", job_id], env=env)
+    assert status.exit_code == 0, status.output
+    assert_escaped(status.output)
+    for line in (
+        f"job          {job_id} (files{SHOWN_TITLE})",
+        f"  1 sentences: boom{SHOWN_TITLE}",
+        f"output       /输出/{SHOWN_TITLE}",
+        f"  1 × on w{SHOWN_OVERRIDE}: bad{SHOWN_TITLE}",
+    ):
+        assert line in status.output.splitlines(), status.output
+    assert f"model        m{SHOWN_OVERRIDE} (" in status.output
+
+    store.client.hset(keys.meta, "state", f"running{TITLE}")
+    for command in (["status", job_id], ["jobs"]):
+        result = CliRunner().invoke(main, command, env=env)
+        assert result.exit_code == 0 and f"running{SHOWN_TITLE}" in result.output, result.output
+        assert_escaped(result.output)
+    assert f"files{SHOWN_TITLE}" in result.output  # jobs: the origin
+
+    store.client.hset(keys.dead, TITLE, '{"slot": 0}')  # a corrupt record's error names its field
+    result = CliRunner().invoke(main, ["status", job_id], env=env)
+    assert result.exit_code == 1 and f"{keys.dead} field {SHOWN_TITLE} is not a record" in result.output
+    assert_escaped(result.output)
+
+
+def test_wait_shows_the_stored_model_and_queue_with_controls_escaped(redis_server, tmp_path, monkeypatch):
+    from store import defaults
+
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    store.client.hset(JobKeys(job_id).meta, mapping={"model": f"m{TITLE}", "queue": f"q{OVERRIDE}"})
+    monkeypatch.setattr(defaults, "NO_WORKER_HINT_AFTER", 0.3)
+    cancel = threading.Timer(3.0, store.cancel, args=[job_id])
+    cancel.start()
+    try:
+        waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+    finally:
+        cancel.cancel()
+    assert waited.exit_code == 1, waited.output
+    assert f"serving model m{SHOWN_TITLE} (queue 'q{SHOWN_OVERRIDE}')" in waited.output
+    assert f"consuming queue 'q{SHOWN_OVERRIDE}'?" in waited.output
+    assert_escaped(waited.output)
+
+
+def test_fetch_shows_stored_names_reasons_and_states_with_controls_escaped(redis_server, tmp_path):
+    source = tmp_path / f"a{TITLE}.txt"  # a file name is stored text too: only its controls escaped
+    source.write_text("Hello there.\nGood night.\n", encoding="utf-8")
+    store, job_id, env = unfinished_job(redis_server, tmp_path, source)
+    shown_source = str(tmp_path / f"a{SHOWN_TITLE}.txt")
+    store.client.hset(JobKeys(job_id).meta, "state", f"running{TITLE}")
+    fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert fetched.exit_code == 1 and f"is running{SHOWN_TITLE}: the other documents" in fetched.output
+    assert_escaped(fetched.output)
+
+    out = tmp_path / f"out{OVERRIDE}"
+    store.client.hset(JobKeys(job_id).meta, mapping={"state": "running", "out": str(out)})
+    store.record(job_id, 0, "Hello there.", "你好。", fingerprint="f", hit=False)
+    letter = DeadLetter(slot=1, text="Good night.", reason=f"boom{TITLE}", chunk=0, deliveries=3, at=0.0)
+    store.dead_letter(job_id, letter)
+    fetched = CliRunner().invoke(main, ["fetch", job_id], env=env)
+    assert fetched.exit_code == 1, fetched.output
+    assert f"1 of 1 documents written to {tmp_path / f'out{SHOWN_OVERRIDE}'}" in fetched.output
+    assert f"{shown_source}:2: left untranslated (boom{SHOWN_TITLE}): 'Good night.'" in fetched.output
+    assert_escaped(fetched.output)
+    target = out / f"a{TITLE}.zh.txt"
+    assert target.read_text(encoding="utf-8") == "你好。\nGood night.\n"
+
+    target.unlink()
+    target.mkdir()  # an output fetch cannot write: the error names it
+    fetched = CliRunner().invoke(main, ["fetch", job_id, "--force"], env=env)
+    assert fetched.exit_code == 1, fetched.output
+    assert f"error: {tmp_path / f'out{SHOWN_OVERRIDE}' / f'a{SHOWN_TITLE}.zh.txt'}: " in fetched.output
+    assert_escaped(fetched.output)
