@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.common import cli_settings, cli_store, model_key_of, refuse_bad_credentials
+from cli.common import cli_settings, cli_store, echo_printable, model_key_of, refuse_bad_credentials
 from store import defaults
 from store.config import POOLS
 
@@ -215,20 +215,20 @@ def runs_command(inbox: str) -> None:
             line += f"  job={run.job}"
         if run.dead:
             line += f"  dead={run.dead}"
-        click.echo(line + (f"  {run.message}" if run.message else ""))
+        echo_printable(line + (f"  {run.message}" if run.message else ""))  # as stored, as below
         for name, error in sorted(run.invalid.items()):
-            click.echo(f"    invalid {name}: {error}")
+            echo_printable(f"    invalid {name}: {error}")
         for name, why in sorted(run.skipped.items()):
-            click.echo(f"    skipped {name}: {why} (tried again next run)")
+            echo_printable(f"    skipped {name}: {why} (tried again next run)")
     if invalid:
         files = "file" if len(invalid) == 1 else "files"
         click.echo(f"not translated now: {len(invalid)} invalid {files} (tried again once changed)")
         for name, record in list(invalid.items())[:INVALID_SHOWN]:
-            click.echo(f"    {name}: {record.error} (found {_utc(record.found)})")
+            echo_printable(f"    {name}: {record.error} (found {_utc(record.found)})")
         if len(invalid) > INVALID_SHOWN:
             click.echo(f"    … and {len(invalid) - INVALID_SHOWN} more")
     for problem in [*corrupt, *corrupt_invalid]:
-        click.echo(f"Error: {problem}", err=True)
+        echo_printable(f"Error: {problem}", err=True)
     if corrupt or corrupt_invalid:
         click.get_current_context().exit(1)
 

@@ -941,3 +941,29 @@ def test_fetch_shows_stored_names_reasons_and_states_with_controls_escaped(redis
     assert fetched.exit_code == 1, fetched.output
     assert f"error: {tmp_path / f'out{SHOWN_OVERRIDE}' / f'a{SHOWN_TITLE}.zh.txt'}: " in fetched.output
     assert_escaped(fetched.output)
+
+
+def test_runs_shows_stored_names_and_messages_with_controls_escaped(redis_server):
+    from store.runs import FAILED, InboxRun, InvalidFile, RunStore
+
+    redis_server.client().flushdb()
+    runs = RunStore(redis_server.client())
+    run_id = f"0000000000001-{TITLE}"
+    invalid, skipped = {f"x{TITLE}.jsonl": f"bad{TITLE}"}, {f"文件{OVERRIDE}.txt": f"why{TITLE}"}
+    runs.save(InboxRun(run_id, "docs", 1.0, FAILED, invalid=invalid, skipped=skipped, job=f"j{OVERRIDE}"))
+    runs.mark_invalid("docs", {f"i{TITLE}.jsonl": InvalidFile("d", f"line 1{TITLE}", 4.0)})
+    record = json.dumps({"run_id": "0000000000002-bbbb", TITLE: 1})  # Python's error quotes the key raw
+    redis_server.client().hset("tq:inbox:docs:runs", "0000000000002-bbbb", record)
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 1, result.output
+    assert_escaped(result.output)
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"0000000000001-{SHOWN_TITLE}  1970-01-01 00:00:01  failed")
+    assert lines[0].endswith(f"job=j{SHOWN_OVERRIDE}")
+    assert lines[1:5] == [
+        f"    invalid x{SHOWN_TITLE}.jsonl: bad{SHOWN_TITLE}",
+        f"    skipped 文件{SHOWN_OVERRIDE}.txt: why{SHOWN_TITLE} (tried again next run)",
+        "not translated now: 1 invalid file (tried again once changed)",
+        f"    i{SHOWN_TITLE}.jsonl: line 1{SHOWN_TITLE} (found 1970-01-01 00:00:04)",
+    ]
+    assert f"unexpected keyword argument '{SHOWN_TITLE}'" in lines[5]
