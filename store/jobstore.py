@@ -25,7 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.errors import CorruptRecord, check_text, is_text, load_json
+from store.errors import CorruptRecord, check_text, is_text, load_json, printable
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -628,7 +628,9 @@ class JobStore:
                 slots = [int(slot) for slot, _ in items]
                 number = int(n)
             except (ValueError, TypeError) as exc:
-                raise CorruptRecord(f"chunk {n} of job {job_id} is not a list of pairs ({exc!r})") from None
+                raise CorruptRecord(
+                    f"chunk {printable(n)} of job {job_id} is not a list of pairs ({exc!r})"
+                ) from None
             if not all(self.settled(job_id, slots)):
                 yield number, items
 

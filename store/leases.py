@@ -32,7 +32,7 @@ from kombu.exceptions import OperationalError
 
 from store import connection, defaults, scripts
 from store.connection import redis_away
-from store.errors import load_json
+from store.errors import load_json, printable
 from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
 from store.queues import BadQueue, check_chunk_queue, queue_length, send_chunks, send_delivery
 
@@ -85,6 +85,12 @@ class LostRun:
     worker: str
     queue: str
     job_chunks: int
+
+    def requeued_line(self) -> str:
+        """What a sweeper logs once it requeued the chunk: the worker's name as the run entry
+        stored it, its control characters escaped (`printable`)."""
+        worker = printable(str(self.worker))
+        return f"chunk {self.chunk} of job {self.job_id} was lost with worker {worker}: requeued"
 
 
 class LeaseStore:
@@ -415,12 +421,7 @@ class Sweeper:
                 if self.serving:
                     self.store.announce(current_worker(), self.serving, interval * defaults.PRESENCE_SWEEPS)
                 for lost in self.sweep():
-                    logger.warning(
-                        "chunk %s of job %s was lost with worker %s: requeued",
-                        lost.chunk,
-                        lost.job_id,
-                        lost.worker,
-                    )
+                    logger.warning("%s", lost.requeued_line())
                 for job_id in self.stalls():
                     logger.warning(
                         "job %s stalled with nothing queued: its unsettled chunks were sent again", job_id

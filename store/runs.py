@@ -19,7 +19,7 @@ import redis
 from redis.lock import Lock
 
 from store import defaults
-from store.errors import CorruptRecord, is_text, load_json
+from store.errors import CorruptRecord, is_text, load_json, printable
 from store.keys import InboxKeys, quoted
 
 logger = logging.getLogger(__name__)
@@ -40,12 +40,16 @@ STATES = (SUBMITTED, DELIVERED, NOTHING_NEW, SKIPPED, LOST, FAILED)
 
 class CorruptEntry(CorruptRecord):
     """An entry of one of an inbox entry's hashes that is not the record this transqueue
-    writes there (`what`); the message names the key and the entry, `entry` is the entry."""
+    writes there (`what`); the message names the key and the entry, `entry` is the entry. The
+    reason may quote the record (Python's TypeError quotes a field name as it is): its control
+    characters are escaped (`printable`), as the message goes to logs and into a run's record."""
 
     what: str
 
     def __init__(self, key: str, entry: str, reason: str) -> None:
-        super().__init__(f"{key} entry {quoted(entry)} is not {self.what} of this transqueue ({reason})")
+        super().__init__(
+            f"{key} entry {quoted(entry)} is not {self.what} of this transqueue ({printable(reason)})"
+        )
         self.entry = entry
 
 

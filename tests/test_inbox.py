@@ -739,3 +739,12 @@ def test_a_delivered_run_counts_the_files_delivered(store, entry):
     run_inbox(store, entry)
     delivered = store.runs.get("docs", run.run_id)
     assert delivered.state == DELIVERED and len(delivered.files) == 2 and delivered.delivered == 1
+
+
+def test_a_corrupt_run_record_is_logged_with_the_controls_it_quotes_escaped(store, caplog):
+    """Python's TypeError quotes an unexpected field name as it is: the scheduler's log line
+    (and the failed run that replaces the record) show it escaped."""
+    record = json.dumps({"run_id": "0000000000001-0000", "\x1b]0;pwned\x07": 1})
+    store.client.hset(InboxKeys("docs").runs, "0000000000001-0000", record)
+    assert store.runs.list("docs") == []
+    assert "unexpected keyword argument '\\x1b]0;pwned\\x07'" in caplog.text and "\x1b" not in caplog.text

@@ -401,3 +401,10 @@ def test_printable_escapes_what_a_terminal_would_obey_and_nothing_else(stored, s
     from store.errors import printable
 
     assert printable(stored) == shown
+
+
+def test_a_corrupt_chunk_s_error_shows_its_stored_number_with_controls_escaped(store):
+    """The stall watch logs the error (`store.leases`)."""
+    store.client.hset(JobKeys("job1").chunks, "0\x1b]0;pwned\x07", "5")
+    with pytest.raises(CorruptRecord, match=r"^chunk 0\\x1b\]0;pwned\\x07 of job job1 is not a list"):
+        list(store.unsettled_chunks("job1"))

@@ -444,3 +444,10 @@ def test_a_run_abandoned_while_redis_was_away_is_ended_once_it_is_back_and_is_no
     finally:
         restart.cancel()
         server.kill()
+
+
+def test_the_log_line_of_a_lost_run_shows_its_stored_worker_with_controls_escaped(store):
+    store.leases.start("j", 0, ITEMS, "host\x1b]0;pwned\x07:1", "leases-test")
+    store.client.delete(JobKeys("j").lease(0))  # its worker died
+    (lost,) = Sweeper(store, grace=0.0).sweep()
+    assert lost.requeued_line() == "chunk 0 of job j was lost with worker host\\x1b]0;pwned\\x07:1: requeued"
