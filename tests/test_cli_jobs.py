@@ -967,3 +967,19 @@ def test_runs_shows_stored_names_and_messages_with_controls_escaped(redis_server
         f"    i{SHOWN_TITLE}.jsonl: line 1{SHOWN_TITLE} (found 1970-01-01 00:00:04)",
     ]
     assert f"unexpected keyword argument '{SHOWN_TITLE}'" in lines[5]
+
+
+def test_an_error_quoting_a_stored_target_shows_it_with_controls_escaped(redis_server, tmp_path):
+    redis_server.client().flushdb()
+    store = JobStore.from_settings(Settings(redis_url=redis_server.url))
+    job_id = finished_job(store, f"link{TITLE}/a.txt")
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (out / f"link{TITLE}").symlink_to(outside)
+    result = CliRunner().invoke(
+        main, ["fetch", job_id, "--out", str(out)], env={"TRANSQUEUE_REDIS_URL": redis_server.url}
+    )
+    assert result.exit_code == 1 and "a symbolic link leads out of it" in result.output, result.output
+    assert f"Error: {out}/link{SHOWN_TITLE}/a.txt: refusing to write outside" in result.output
+    assert_escaped(result.output)
