@@ -114,6 +114,7 @@ def submit_command(
     store = cli_store()
     job = JobBuilder(store, options, model_key_of(model, store.settings))
     errors: list[str] = []
+    warnings: list[str] = []
     try:
         if "-" in paths:
             for source in stdin_sources(stdin_units(sys.stdin.buffer, options), fields):
@@ -121,7 +122,7 @@ def submit_command(
             origin, out_dir = STDIN_ORIGIN, ""
         else:
             out.mkdir(parents=True, exist_ok=True)
-            add_files(job, plan_files([Path(p) for p in paths], out), out, errors)
+            warnings = add_files(job, plan_files([Path(p) for p in paths], out), out, errors)
             origin, out_dir = "files", str(out)
     except OSError as exc:  # the output directory, a directory of inputs, or stdin
         job.discard()
@@ -134,6 +135,8 @@ def submit_command(
         raise
     for error in errors:
         click.echo(f"error: {error}", err=True)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if errors and (strict or not job.documents):
         job.discard()
         raise click.ClickException(

@@ -42,6 +42,7 @@ from producer import defaults
 from producer.chunking import Chunker, Pair, character_lengths, source_lengths
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask, contained, write_atomic
+from producer.formats.jsonl import no_text_in_fields
 from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
 from producer.inputs import STDIN, failure
 from producer.quality import FlagLog, segment_lines
@@ -169,11 +170,11 @@ class JobBuilder:
         self.segments = 0
         self.total = 0  # slots given
 
-    def add(self, source: Source) -> None:
-        """Read, parse and store `source`, a window at a time. DocumentError or OSError when
-        it cannot be read or parsed, or its name is not UTF-8 (a job stores names as text;
-        `transqueue translate` takes such files); what was stored of it is removed first, and
-        the job goes on as if it had never been added."""
+    def add(self, source: Source) -> int:
+        """Read, parse and store `source`, a window at a time; the number of its segments.
+        DocumentError or OSError when it cannot be read or parsed, or its name is not UTF-8
+        (a job stores names as text; `transqueue translate` takes such files); what was
+        stored of it is removed first, and the job goes on as if it had never been added."""
         if not (is_text(source.name) and is_text(source.target)):
             raise DocumentError(f"{source.path}: the file name is not UTF-8, which a job cannot store")
         n, windows = self.documents, 0
@@ -205,6 +206,7 @@ class JobBuilder:
         )
         self.writer.document(n, record)
         self.documents += 1
+        return self.segments - segments
 
     def _add_window(self, n: int, w: int, window: Window) -> None:
         """Give each segment of window `w` of document `n` its slot, and store the window and
@@ -259,16 +261,22 @@ class JobBuilder:
         self.store.discard(self.job_id)
 
 
-def add_files(job: JobBuilder, tasks: Iterable[FileTask], out: Path, errors: list[str]) -> None:
+def add_files(job: JobBuilder, tasks: Iterable[FileTask], out: Path, errors: list[str]) -> list[str]:
     """Add the files of `tasks` (from `producer.files.plan_files(..., out)`) to `job`, read
     as `transqueue translate` reads them: a file that cannot be read or parsed is left out
-    and reported in `errors` (file:line: reason)."""
+    and reported in `errors` (file:line: reason). Returns the warnings, as `translate` gives
+    them: a JSONL file none of whose records holds text in its fields."""
+    warnings: list[str] = []
     for task in tasks:
         source = file_source(task, out)
         try:
-            job.add(source)
+            segments = job.add(source)
         except (DocumentError, OSError) as error:
             errors.append(failure(source.path, error))
+            continue
+        if segments == 0 and source.format() == "jsonl":
+            warnings.append(no_text_in_fields(source.path, job.options.fields))
+    return warnings
 
 
 #: A rendered window: a piece of text, or the cells of a Parquet row group.

@@ -26,6 +26,7 @@ from models.protocol import SentenceTranslator
 from producer import defaults
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask
+from producer.formats.jsonl import no_text_in_fields
 from producer.formats.parquet import ParquetDocument
 from producer.inputs import failure, line_too_long, not_utf8, refuse_nul_text, stdin_lines
 from producer.quality import FlagLog
@@ -195,11 +196,7 @@ def translate_files(
                 and isinstance(document, StreamedDocument)
                 and document.fmt == "jsonl"
             ):
-                fields = ", ".join(repr(name) for name in document.options.fields)
-                report.warnings.append(
-                    f"{task.source}: no record holds text to translate in --field {fields}; "
-                    "written as it was (a misspelt field?)"
-                )
+                report.warnings.append(no_text_in_fields(task.source, document.options.fields))
     finally:
         report.seconds += time.perf_counter() - started
     return report

@@ -375,6 +375,20 @@ def test_submit_model_key_needs_no_bundle_here(redis_server, tmp_path):
     assert store.info(result.output.strip()).model == "0123456789ab"
 
 
+def test_submit_warns_of_a_jsonl_file_with_no_text_in_its_field(redis_server, tmp_path):
+    """As translate warns: a misspelt --field submitted the records to pass through, silently."""
+    redis_server.client().flushdb()
+    source = tmp_path / "corpus.jsonl"
+    source.write_text('{"id": 1, "text": "Hello."}\n', encoding="utf-8")
+    env = {"TRANSQUEUE_REDIS_URL": redis_server.url}
+    args = ["submit", str(source), "--out", str(tmp_path / "out"), "--model", "0123456789ab"]
+    result = CliRunner().invoke(main, [*args, "--field", "txt"], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"warning: {source}: no record holds text to translate in --field 'txt'; " in result.stderr
+    result = CliRunner().invoke(main, [*args, "--field", "text"], env=env)
+    assert result.exit_code == 0 and "warning" not in result.stderr, result.output
+
+
 def test_submit_reports_bad_files_and_submits_the_others(redis_server, tmp_path):
     redis_server.client().flushdb()
     store = JobStore.from_settings(Settings(redis_url=redis_server.url))

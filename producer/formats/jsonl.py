@@ -88,6 +88,13 @@ def build(
             _translate_value(builder, line.start + start, line.start + end, value, reflow)
 
 
+def no_text_in_fields(where: object, fields: tuple[str, ...]) -> str:
+    """The warning for a JSONL file none of whose records holds text in ``fields``: written
+    (or submitted) as it is, most likely for a misspelt field."""
+    named = ", ".join(repr(name) for name in fields)
+    return f"{where}: no record holds text to translate in --field {named}; kept as it is (a misspelt field?)"
+
+
 def _too_deep(content: str) -> int | None:
     """The offset of the first ``[`` or ``{`` nested deeper than JSON_MAX_DEPTH (outside
     strings), or None. Only a line with that many brackets in all is scanned."""
