@@ -443,16 +443,17 @@ def _pieces(
     path = None if record.name == STDIN else os.path.realpath(record.name)
     for w in range(record.windows):
         window = store.window(job_id, n, w)
-        states = store.slot_states(job_id, window.slots)
-        if any(state is None for state in states):
-            raise DocumentError(
-                f"{record.name}: sentences of window {w} are no longer settled (job {job_id})"
-            )
         doc, render = _loaded(record, store.layout(job_id, n, w))
         if len(doc.segments) != len(window.slots):
             raise DocumentError(
                 f"{record.name}: {len(doc.segments)} stored segments but "
                 f"{len(window.slots)} slots (window {w} of document {n} of job {job_id})"
+            )
+        # a translation longer than the model writes for its segment is a CorruptRecord
+        states = store.slot_states(job_id, window.slots, [seg.text for seg in doc.segments])
+        if any(state is None for state in states):
+            raise DocumentError(
+                f"{record.name}: sentences of window {w} are no longer settled (job {job_id})"
             )
         if any(isinstance(state, DeadLetter) for state in states):
             line = segment_lines(doc, window.first_line)

@@ -227,6 +227,26 @@ ORPHANS_KEPT = 1000
 #: records are kept, with no expiry), and that the log line dropping its message shows.
 ORPHAN_REASON_CHARS = 500
 
+#: The longest translation of a sentence of c characters is
+#: `MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR` * c + `MAX_TRANSLATION_EXTRA_CHARS` characters; a
+#: stored one that is longer (in a job's results, or in the translation memory) could not
+#: have come from the model and is a corrupt record: Redis takes 512 MB in one value, and a
+#: window renders one copy of a slot's translation per segment that uses it. The bound is
+#: the worst case of the decoder's length cap (`models.defaults.LENGTH_A`, `LENGTH_B`), for
+#: any input: a character becomes at most 18 after normalisation (NFKC's longest expansion,
+#: U+FDFA; the demo bundle measured at most 6.5 source pieces per character, over every
+#: code point repeated), so P <= 18c + 1 pieces, which split into parts of over 255 pieces
+#: each but the last (`models.batching.split_points`), each part with its language token and
+#: end of sentence decoded to at most 2(p + 2) + 16 tokens: 2.08P + 20 tokens in all. A
+#: target piece decodes to at most 16 characters (SentencePiece's longest piece by default,
+#: the demo vocabulary's longest), so at most 16 * (2.08 * (18c + 1) + 20) < 600c + 400
+#: characters. Real translations are far shorter: the demo model's translations of 3000
+#: Tatoeba sentences took at most 1.5 characters per source character (one hit the cap).
+MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR = 600
+
+#: The constant part of the longest translation (`MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR`).
+MAX_TRANSLATION_EXTRA_CHARS = 400
+
 #: Seconds a worker waits before it sends a chunk back to the queue because Redis answered
 #: that it takes no writes for now (busy with a script, out of memory, a failed snapshot:
 #: `store.connection.redis_away`): without the pause the message would go round in a tight loop.

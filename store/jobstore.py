@@ -47,6 +47,8 @@ _DOCUMENT_NUMBER = re.compile(r"[0-9]{1,18}")
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
 FINISHED_STATES = (DONE, PARTIAL)
 _Record = TypeVar("_Record")
+#: The most bytes one character takes in UTF-8.
+_UTF8_MAX_BYTES = 4
 
 
 class MissingRecord(CorruptRecord):
@@ -408,10 +410,19 @@ class JobStore:
 
     def memory(self, sentences: Sequence[str], fingerprint: str) -> list[str | None]:
         """Translation-memory lookups, one per sentence (None on a miss, and for an entry that
-        is not text: it is translated again and rewritten)."""
+        is not text or is longer than the model can write, `longest_translation`: it is
+        translated again and rewritten)."""
         if not sentences:
             return []
-        found = self.client.mget([tm_key(s, fingerprint) for s in sentences])
+        keys = [tm_key(s, fingerprint) for s in sentences]
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.strlen(key)
+        # an entry longer than the model can write is never read (`longest_translation`)
+        fits = [size <= longest_translation(s) for s, size in zip(sentences, pipe.execute(), strict=True)]
+        wanted = [key for key, fit in zip(keys, fits, strict=True) if fit]
+        read = iter(self.client.mget(wanted) if wanted else ())
+        found = [next(read) if fit else None for fit in fits]
         return [text if text is not None and is_text(text) else None for text in found]
 
     def capped_in_memory(self, sentences: Sequence[str], fingerprint: str) -> list[bool]:
@@ -588,23 +599,52 @@ class JobStore:
         `slot_states`.)"""
         return [state is not None for state in self.slot_states(job_id, slots)]
 
-    def slot_states(self, job_id: str, slots: Sequence[int]) -> list[str | DeadLetter | None]:
+    def slot_states(
+        self, job_id: str, slots: Sequence[int], sources: Sequence[str] | None = None
+    ) -> list[str | DeadLetter | None]:
         """For each slot: its translation, its dead letter, or None while unsettled;
-        CorruptRecord naming the field of one that is not what a worker writes."""
+        CorruptRecord naming the field of one that is not what a worker writes. A slot that
+        repeats is read once. With `sources`, each slot's sentence (as a window's layout
+        holds it), a translation longer than the model can write for it
+        (`longest_translation`) is a CorruptRecord too, refused by its length before it is
+        read: a window renders one copy of it per segment."""
         if not slots:
             return []
         keys = JobKeys(job_id)
-        states: list[str | DeadLetter | None] = self.client.hmget(keys.results, [str(s) for s in slots])
-        for slot, state in zip(slots, states, strict=True):
-            if state is not None:
-                _parsed(check_text, state, f"{keys.results} field {slot}")
-        missing = [i for i, state in enumerate(states) if state is None]
-        if missing:
-            dead = self.client.hmget(keys.dead, [str(slots[i]) for i in missing])
-            for i, letter in zip(missing, dead, strict=True):
-                if letter is not None:
-                    states[i] = _parsed(DeadLetter.from_json, letter, f"{keys.dead} field {slots[i]}")
-        return states
+        fields = list(dict.fromkeys(str(slot) for slot in slots))
+        if sources is not None:
+            self._check_lengths(keys.results, slots, sources)
+        results = dict(zip(fields, self.client.hmget(keys.results, fields), strict=True))
+        for name, text in results.items():
+            if text is not None:
+                _parsed(check_text, text, f"{keys.results} field {name}")
+        missing = [name for name, text in results.items() if text is None]
+        letters = dict(zip(missing, self.client.hmget(keys.dead, missing), strict=True)) if missing else {}
+        dead = {
+            name: _parsed(DeadLetter.from_json, letter, f"{keys.dead} field {name}")
+            for name, letter in letters.items()
+            if letter is not None
+        }
+        return [
+            results[str(slot)] if results[str(slot)] is not None else dead.get(str(slot)) for slot in slots
+        ]
+
+    def _check_lengths(self, key: str, slots: Sequence[int], sources: Sequence[str]) -> None:
+        """CorruptRecord naming the field of `key` (a results hash) that holds a translation
+        longer than `longest_translation` of the sentence of a segment that uses it."""
+        limits: dict[str, int] = {}
+        for slot, source in zip(slots, sources, strict=True):
+            limit = longest_translation(source)
+            limits[str(slot)] = min(limit, limits.get(str(slot), limit))
+        pipe = self.client.pipeline(transaction=False)
+        for name in limits:
+            pipe.hstrlen(key, name)
+        for (name, limit), size in zip(limits.items(), pipe.execute(), strict=True):
+            if size > limit:
+                raise CorruptRecord(
+                    f"{key} field {name} holds a translation of {size} bytes, "
+                    f"more than the model can write for its sentence ({limit})"
+                )
 
     def capped(self, job_id: str, slots: Sequence[int]) -> list[bool]:
         """For each slot: did its translation hit the decoder's length cap?
@@ -692,6 +732,16 @@ class JobStore:
         except redis.ResponseError:  # not a hash
             return {}
         return {k: int(v) for k, v in raw.items() if is_text(k) and re.fullmatch(r"-?\d{1,18}", v)}
+
+
+def longest_translation(source: str) -> int:
+    """The most UTF-8 bytes the model's translation of `source` can take: four per
+    character of the longest translation (`defaults.MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR`).
+    A stored one that is longer was not written by a worker."""
+    chars = (
+        defaults.MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR * len(source) + defaults.MAX_TRANSLATION_EXTRA_CHARS
+    )
+    return _UTF8_MAX_BYTES * chars
 
 
 def _time(value: str) -> float:

@@ -24,6 +24,7 @@ from store.jobstore import (
     JobStore,
     NewJob,
     WindowRecord,
+    longest_translation,
     tm_key,
 )
 from store.keys import STATS_KEY
@@ -408,3 +409,25 @@ def test_a_corrupt_chunk_s_error_shows_its_stored_number_with_controls_escaped(s
     store.client.hset(JobKeys("job1").chunks, "0\x1b]0;pwned\x07", "5")
     with pytest.raises(CorruptRecord, match=r"^chunk 0\\x1b\]0;pwned\\x07 of job job1 is not a list"):
         list(store.unsettled_chunks("job1"))
+
+
+def test_a_translation_longer_than_the_model_writes_is_a_corrupt_record_never_read(store, monkeypatch):
+    """A slot that segments repeat renders once per segment: a huge stored translation is
+    refused by its stored length, and the memory's is a miss (translated again)."""
+    job_id = make_job(store)
+    longest = longest_translation("Hi.")
+    assert longest == 4 * (
+        defaults.MAX_TRANSLATION_CHARS_PER_SOURCE_CHAR * 3 + defaults.MAX_TRANSLATION_EXTRA_CHARS
+    )
+    store.record(job_id, 0, "Hi.", "嗨" * (longest // 3), fingerprint=FP, hit=False)  # as long as may be
+    assert store.slot_states(job_id, [0, 0], ["Hi.", "Hi."]) == ["嗨" * (longest // 3)] * 2
+    store.client.hset(JobKeys(job_id).results, "1", "x" * (longest + 1))  # tampered
+    reads = []
+    monkeypatch.setattr(store.client, "hmget", lambda *args: reads.append(args))
+    with pytest.raises(CorruptRecord, match=f"^tq:job:{job_id}:results field 1 holds a translation of"):
+        store.slot_states(job_id, [0, 1, 1], ["Hi.", "Hi.", "Hi."])
+    assert reads == []  # refused before it was read
+    monkeypatch.undo()
+    assert store.slot_states(job_id, [1], ["x" * 10]) == ["x" * (longest + 1)]  # a longer sentence's may
+    store.client.set(tm_key("Hi.", FP), "x" * (longest + 1))
+    assert store.memory(["Hi.", "s2"], FP) == [None, None]
