@@ -997,3 +997,29 @@ def test_an_error_quoting_a_stored_target_shows_it_with_controls_escaped(redis_s
     assert result.exit_code == 1 and "a symbolic link leads out of it" in result.output, result.output
     assert f"Error: {out}/link{SHOWN_TITLE}/a.txt: refusing to write outside" in result.output
     assert_escaped(result.output)
+
+
+def test_a_translation_longer_than_the_model_writes_is_one_line_not_a_file_of_its_copies(
+    redis_server, tmp_path
+):
+    """A sentence repeated in a document is one slot, rendered once per segment: a huge
+    stored translation of it made fetch write (and hold) as many copies."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Good night.\n", encoding="utf-8")
+    (corpus / "b.txt").write_text("Hello there. " * 50 + "\n", encoding="utf-8")
+    store, job_id, env = unfinished_job(redis_server, tmp_path, corpus)
+    store.record(job_id, 0, "Good night.", "晚安。", fingerprint="f", hit=False)
+    store.record(job_id, 1, "Hello there.", "你好。", fingerprint="f", hit=False)
+    assert set(store.window(job_id, 1, 0).slots) == {1}
+    key = JobKeys(job_id).results
+    store.client.hset(key, "1", "x" * 100_000)  # tampered: fetch wrote 5 MB
+    out = tmp_path / "fetched"
+    for args in (["fetch", job_id, "--out", str(out)], ["status", job_id]):
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.output.endswith(
+            f"Error: {key} field 1 holds a translation of 100000 bytes, "
+            "more than the model can write for its sentence (30400)\n"
+        )
+    assert (out / "a.txt").read_text(encoding="utf-8") == "晚安。\n" and not (out / "b.txt").exists()

@@ -748,3 +748,23 @@ def test_a_corrupt_run_record_is_logged_with_the_controls_it_quotes_escaped(stor
     store.client.hset(InboxKeys("docs").runs, "0000000000001-0000", record)
     assert store.runs.list("docs") == []
     assert "unexpected keyword argument '\\x1b]0;pwned\\x07'" in caplog.text and "\x1b" not in caplog.text
+
+
+def test_a_translation_longer_than_the_model_writes_fails_its_run_not_the_others(store, entry):
+    """A sentence repeated in a file is one slot, rendered once per segment: a huge stored
+    translation of it was delivered as many times over."""
+    (Path(entry.inbox) / "a.txt").write_text("Hello there. " * 50 + "\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    finish(store, run.job)
+    key = JobKeys(run.job).results
+    store.client.hset(key, "0", "x" * 100_000)  # tampered: the delivery wrote 5 MB
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    later = run_inbox(store, entry)
+    finish(store, later.job)
+    deliver_finished(store, entry)
+    failed = store.runs.get("docs", run.run_id)
+    assert failed.state == FAILED and f"{key} field 0 holds a translation of 100000 bytes" in failed.message
+    # the catch-up before the later scan failed the run: a.txt was submitted again
+    assert sorted(later.files) == ["a.txt", "b.txt"]
+    assert store.runs.get("docs", later.run_id).state == DELIVERED
+    assert (Path(entry.outbox) / "a.txt").stat().st_size < 1000
