@@ -9,9 +9,9 @@ import re
 from typing import Any
 
 #: What a terminal may act on rather than show: the C0 and C1 controls and DEL (escape
-#: sequences, carriage returns, new lines) and the bidi embeddings, overrides and isolates,
-#: which reorder what follows them on the line.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: sequences, carriage returns, new lines), the line and paragraph separators, and the bidi
+#: marks, embeddings, overrides and isolates, which reorder what follows them on the line.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 class CorruptRecord(ValueError):

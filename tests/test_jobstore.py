@@ -394,6 +394,7 @@ def test_stored_bytes_that_are_not_utf8_are_corrupt_records_or_misses_never_a_fa
         ("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"),  # sets a terminal's title
         ("a\rb\nc\td\x7f\x9b", "a\\rb\\nc\\td\\x7f\\x9b"),  # C0, DEL, C1 (CSI)
         ("\u202etxt.exe\u202c \u2066x\u2069", "\\u202etxt.exe\\u202c \\u2066x\\u2069"),  # bidi
+        ("a\u200fb\u061cc\u2028d", "a\\u200fb\\u061cc\\u2028d"),  # bidi marks, a line separator
         ("晚安\udcff", "晚安\\udcff"),  # a byte that is not UTF-8
         ("第 1 章 a\\x1b.txt\u3000…", "第 1 章 a\\x1b.txt\u3000…"),  # ordinary text, as it is
     ],
