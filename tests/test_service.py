@@ -52,6 +52,22 @@ def running(pid: int) -> bool:
         return False
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, found in each /proc/PID/stat.
+
+    Not /proc/PID/task/PID/children, which kernels built without CONFIG_PROC_CHILDREN lack.
+    """
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except (FileNotFoundError, ProcessLookupError):  # a process that has ended since
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_scheduler_killed_outright_takes_its_beat_with_it(redis_server, tmp_path):
     """Beat runs in a child of the scheduler; orphaned by a SIGKILL it went on sending every
@@ -69,9 +85,8 @@ def test_a_scheduler_killed_outright_takes_its_beat_with_it(redis_server, tmp_pa
     try:
         scheduler.start()
         pid = scheduler.process.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children")
-        wait_for(lambda: "beat: Starting" in scheduler.log_text() and children.read_text().split(), "beat")
-        (beat,) = map(int, children.read_text().split())
+        wait_for(lambda: "beat: Starting" in scheduler.log_text() and children_of(pid), "beat")
+        (beat,) = children_of(pid)
         os.kill(pid, signal.SIGKILL)
         scheduler.process.wait(timeout=10)
         wait_for(lambda: not running(beat), "beat to end with its scheduler", timeout=10)
