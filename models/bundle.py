@@ -65,7 +65,7 @@ class Manifest:
     @property
     def precisions(self) -> tuple[str, ...]:
         """The decoder precisions this bundle ships."""
-        return tuple(self.data["graphs"]["decoder"])
+        return decoder_precisions(self.data["graphs"])
 
     def batch_invariant(self, precision: str) -> bool:
         """Whether the `precision` decoder computes each row independently of the batch.
@@ -143,6 +143,13 @@ class Manifest:
         for name in sorted(names or self.files):
             digest.update(f"{name}:{self.files[name]['sha256']}\n".encode())
         return digest.hexdigest()
+
+
+def decoder_precisions(graphs: dict[str, Any]) -> tuple[str, ...]:
+    """The precisions of a manifest's ``graphs`` decoder: its keys, or fp32 alone for the one
+    fp32 graph path an older bundle names."""
+    decoder = graphs["decoder"]
+    return ("fp32",) if isinstance(decoder, str) else tuple(decoder)
 
 
 def default_bundle_dir() -> Path:

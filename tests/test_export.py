@@ -10,11 +10,11 @@ from click.testing import CliRunner
 from conftest import TINY_CORPUS, build_tiny_marian, export_tiny
 
 from cli import main
-from models.builder.export import duplicated_initializers
+from models.builder.export import duplicated_initializers, size_report
 from models.builder.hub import SourceError, resolve
 from models.builder.quantize import QuantizeOptions
 from models.builder.validate import ValidateOptions, ValidationError, validate
-from models.bundle import EXTERNAL_DATA, Manifest, read_manifest, sha256_file
+from models.bundle import EXTERNAL_DATA, Manifest, decoder_precisions, read_manifest, sha256_file
 
 
 def test_manifest_records_config_files_versions_and_validation(tiny_bundle, tiny_marian_dir):
@@ -120,6 +120,22 @@ def test_int8_only_export_keeps_only_deployment_files(tiny_marian_dir, tmp_path)
         main, ["validate", str(bundle), "--reference", str(tiny_marian_dir), "--parity-corpus", "none"]
     )
     assert result.exit_code == 1 and "ships only int8 (exported with --int8-only)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("decoder", "precisions", "later"),
+    [
+        ("decoder.onnx", ("fp32",), True),  # an older bundle's one fp32 graph, named by path
+        ({"fp32": "decoder.onnx", "int8": "decoder.int8.onnx"}, ("fp32", "int8"), True),
+        ({"int8": "decoder.int8.onnx"}, ("int8",), False),
+    ],
+)
+def test_an_unvalidated_bundle_can_be_validated_later_when_it_has_an_fp32_decoder(decoder, precisions, later):
+    graphs = {"encoder": "encoder.onnx", "decoder": decoder}
+    assert decoder_precisions(graphs) == precisions
+    report = size_report(Path("b"), {"files": {}, "graphs": graphs, "validation": {"skipped": True}})
+    assert ("run `transqueue validate`" in report) == later
+    assert ("it cannot be validated later" in report) == (not later)
 
 
 def test_an_int8_only_bundle_exported_unvalidated_is_never_said_to_be_validated(tiny_marian_dir, tmp_path):

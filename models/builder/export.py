@@ -26,7 +26,7 @@ from models.builder.portable import cpu_dependent_ops, decompose_softmax
 from models.builder.quantize import QuantizeOptions, quantize_decoder, quantize_encoder
 from models.builder.tokenizer_convert import convert, problems
 from models.builder.validate import ValidateOptions, validate
-from models.bundle import EXTERNAL_DATA, FORMAT, FORMAT_VERSION, MANIFEST, sha256_file
+from models.bundle import EXTERNAL_DATA, FORMAT, FORMAT_VERSION, MANIFEST, decoder_precisions, sha256_file
 from models.tokenizer import MarianCodec
 
 ENCODER, ENCODER_INT8 = "encoder.onnx", "encoder.int8.onnx"
@@ -331,7 +331,7 @@ def size_report(directory: Path, manifest: dict) -> str:
     total = sum(info["bytes"] for info in manifest["files"].values())
     lines.append(f"  {'total':<24} {total / 1e6:9.2f} MB")
     validation = manifest.get("validation")
-    if validation and validation.get("skipped") and "fp32" not in manifest["graphs"]["decoder"]:
+    if validation and validation.get("skipped") and "fp32" not in decoder_precisions(manifest["graphs"]):
         lines.append(
             "validation: SKIPPED (--skip-validation); with --int8-only it cannot be validated "
             "later (validation needs the fp32 graphs): export again without one of them"
