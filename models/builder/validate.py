@@ -254,7 +254,8 @@ def validate(bundle_dir: Path, model_dir: Path, options: ValidateOptions) -> dic
     batches = BatchOptions(max_batch=defaults.VALIDATION_MAX_BATCH)
     manifest = read_manifest(bundle_dir)
     if "fp32" not in manifest.precisions:
-        skipped = manifest.data.get("validation", {}).get("skipped")
+        validation = manifest.data.get("validation")  # null or absent: no report recorded
+        skipped = isinstance(validation, dict) and validation.get("skipped")
         raise ValidationError(
             f"{bundle_dir}: this bundle ships only int8 (exported with --int8-only), and its int8 "
             "outputs are checked against its fp32 ones: "
