@@ -164,12 +164,13 @@ def make_app(
 
 
 #: The remote-control commands that transqueue's workers and scheduler carry out: those that
-#: only report (what Flower's pages and `celery inspect` read), and the two that turn events
-#: on (Flower asks for them). The others (shutdown, pool_restart, add_consumer, revoke,
+#: only report (what Flower's pages and `celery inspect` read), `enable_events`, which turns
+#: events on, and `heartbeat`, which has a heartbeat event sent at once (Flower asks for both,
+#: as the README's security section says). The others (shutdown, pool_restart, add_consumer, revoke,
 #: terminate, rate_limit, time_limit, autoscale, objgraph, memdump, ...) would let whoever
 #: can write to Redis stop or steer every worker with one broadcast: each is refused, with
 #: one log line.
-REMOTE_CONTROL = frozenset(
+ALLOWED_REMOTE_CONTROL = frozenset(
     {
         "active",
         "active_queues",
@@ -203,11 +204,11 @@ def _refusal(name: str) -> Callable[..., dict[str, str]]:
 
 @signals.worker_init.connect
 def _carry_out_only_reports(**_: Any) -> None:
-    """Have every command of Celery's control panel but the `REMOTE_CONTROL` ones refused,
+    """Have every command of Celery's control panel but the `ALLOWED_REMOTE_CONTROL` ones refused,
     before the worker (or the scheduler) starts taking broadcasts."""
     from celery.worker.control import Panel
 
-    for name in set(Panel.data) - REMOTE_CONTROL:
+    for name in set(Panel.data) - ALLOWED_REMOTE_CONTROL:
         Panel.data[name] = _refusal(name)
 
 
