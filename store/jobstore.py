@@ -29,6 +29,7 @@ from store.errors import CorruptRecord, check_text, is_text, load_json, printabl
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
+    NUMBER_PATTERN,
     ORPHANS_KEY,
     STATS_KEY,
     WORKER_PREFIX,
@@ -39,9 +40,6 @@ from store.keys import (
 )
 from store.leases import LeaseStore
 from store.runs import RunStore
-
-#: A field of a job's docs hash: a document number, in ASCII digits that `int` takes.
-_DOCUMENT_NUMBER = re.compile(r"[0-9]{1,18}")
 
 #: Job states. A job is "partial" when it finished with sentences in dead letters.
 QUEUED, RUNNING, DONE, PARTIAL, CANCELLED = "queued", "running", "done", "partial", "cancelled"
@@ -569,7 +567,7 @@ class JobStore:
         key = JobKeys(job_id).docs
         raw = self.client.hgetall(key)
         for n in raw:
-            if not _DOCUMENT_NUMBER.fullmatch(n):
+            if not NUMBER_PATTERN.fullmatch(n):
                 raise CorruptRecord(f"{key} field {quoted(n)} is not a document number")
         return [_parsed(DocumentRecord.from_json, raw[n], f"{key} field {n}") for n in sorted(raw, key=int)]
 

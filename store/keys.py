@@ -28,6 +28,11 @@ from store.defaults import KEY_PREFIX, QUOTED_CHARS
 #: so a name can address no other key). Submit makes job ids of 12 hex digits.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
+#: A number stored as a key or hash field (a chunk in ``tq:running``, a document in a job's
+#: docs hash): ASCII digits only, and few enough for `int` (``str.isdigit`` also takes '²'
+#: or 5,000 digits, which `int` refuses).
+NUMBER_PATTERN = re.compile(r"[0-9]{1,18}")
+
 JOBS_KEY = f"{KEY_PREFIX}:jobs"
 #: Prefix of the presence keys of live workers: ``tq:worker:<host:pid:life>`` -> the queue it consumes.
 WORKER_PREFIX = f"{KEY_PREFIX}:worker:"

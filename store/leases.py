@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -33,7 +32,7 @@ from kombu.exceptions import OperationalError
 from store import connection, defaults, scripts
 from store.connection import redis_away
 from store.errors import load_json, printable
-from store.keys import NAME_PATTERN, RUNNING_KEY, JobKeys
+from store.keys import NAME_PATTERN, NUMBER_PATTERN, RUNNING_KEY, JobKeys
 from store.queues import BadQueue, check_chunk_queue, queue_length, send_chunks, send_delivery
 
 if TYPE_CHECKING:
@@ -204,15 +203,10 @@ def _claimed(entry: str | None) -> bool:
     return isinstance(run, dict) and run.get("requeued") is True
 
 
-#: A chunk number in a ``tq:running`` field: ASCII digits only, and few enough for `int`
-#: (``str.isdigit`` also takes '²' or 5,000 digits, which `int` refuses).
-_CHUNK_NUMBER = re.compile(r"[0-9]{1,18}")
-
-
 def _chunk_of(field: str) -> tuple[str, int] | None:
     """(job id, chunk) of a ``tq:running`` field ``JOB:CHUNK``; None if it names none."""
     job_id, _, chunk = field.rpartition(":")
-    if not NAME_PATTERN.fullmatch(job_id) or not _CHUNK_NUMBER.fullmatch(chunk):
+    if not NAME_PATTERN.fullmatch(job_id) or not NUMBER_PATTERN.fullmatch(chunk):
         return None
     return job_id, int(chunk)
 
