@@ -5,8 +5,11 @@ what a record holds is text, and that text as a message may show it (`printable`
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
+
+from store import defaults
 
 #: What a terminal may act on rather than show: the C0 and C1 controls and DEL (escape
 #: sequences, carriage returns, new lines), the line and paragraph separators, and the bidi
@@ -29,6 +32,18 @@ def check_text(value: str) -> str:
         except UnicodeEncodeError as error:
             raise ValueError(f"not UTF-8 text (character {error.start})") from None
     return value
+
+
+def is_time(value: object) -> bool:
+    """Whether `value` is a time a record may hold (seconds since the epoch): a number, not a
+    bool, from 0 to `defaults.LATEST_TIME` (not NaN, infinite, or beyond what `time.gmtime`
+    shows)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= defaults.LATEST_TIME
+    )
 
 
 def is_text(value: str) -> bool:

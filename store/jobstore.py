@@ -25,7 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.errors import CorruptRecord, check_text, is_text, load_json, printable
+from store.errors import CorruptRecord, check_text, is_text, is_time, load_json, printable
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -743,11 +743,10 @@ def longest_translation(source: str) -> int:
 
 
 def _time(value: str) -> float:
-    """A time of a job's record (seconds since the epoch); ValueError for one that is not a
-    number from 0 to `defaults.LATEST_TIME` (NaN, infinite, or beyond what `time.gmtime`
-    shows)."""
+    """A time of a job's record (seconds since the epoch) parsed from its text; ValueError for
+    one that is no time (`is_time`)."""
     seconds = float(value)
-    if not 0 <= seconds <= defaults.LATEST_TIME:  # NaN fails too
+    if not is_time(seconds):
         raise ValueError(f"{value!r:.80} is not a time")
     return seconds
 

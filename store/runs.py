@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -19,7 +18,7 @@ import redis
 from redis.lock import Lock
 
 from store import defaults
-from store.errors import CorruptRecord, is_text, load_json, printable
+from store.errors import CorruptRecord, is_text, is_time, load_json, printable
 from store.keys import InboxKeys, quoted
 
 logger = logging.getLogger(__name__)
@@ -118,8 +117,8 @@ class InboxRun(_Record):
         """ValueError unless every field holds what `to_json` writes."""
         for name in ("run_id", "inbox", "job", "message"):
             _expect(isinstance(getattr(self, name), str), name, "a string")
-        _expect(_is_time(self.started), "started", "a time")
-        _expect(self.finished is None or _is_time(self.finished), "finished", "a time or null")
+        _expect(is_time(self.started), "started", "a time")
+        _expect(self.finished is None or is_time(self.finished), "finished", "a time or null")
         _expect(self.state in STATES, "state", f"one of {', '.join(STATES)}")
         _expect(type(self.dead) is int and self.dead >= 0, "dead", "a count")
         delivered = self.delivered
@@ -148,23 +147,13 @@ class InvalidFile(_Record):
         """ValueError unless every field holds what `to_json` writes."""
         for name in ("digest", "error"):
             _expect(isinstance(getattr(self, name), str), name, "a string")
-        _expect(_is_time(self.found), "found", "a time")
+        _expect(is_time(self.found), "found", "a time")
 
 
 def _expect(ok: bool, name: str, what: str) -> None:
     """ValueError naming the field `name` of a run record unless `ok`."""
     if not ok:
         raise ValueError(f"{name} is not {what}")
-
-
-def _is_time(value: object) -> bool:
-    """Whether `value` is a time a run record may hold (seconds since the epoch)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0 <= value <= defaults.LATEST_TIME
-    )
 
 
 def _parsed(key: str, name: str, run_id: str, raw: str) -> InboxRun:
