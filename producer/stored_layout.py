@@ -30,6 +30,7 @@ from typing import Any
 from producer.cells import decode
 from producer.documents import Document, DocumentError
 from producer.layout import Encoded, Gap, Mark, Part, Segment, Slot
+from store.errors import expect_str
 
 
 def dump_document(document: Document) -> str:
@@ -137,24 +138,17 @@ def _load_parts(
             index = int(item["slot"])
             slots.append(index)
             marks = tuple(Mark(str(o), str(i), str(c)) for o, i, c in item.get("marks", ()))
-            parts.append(Slot(index, _text(item.get("source", segments[index].text)), marks))
+            parts.append(Slot(index, expect_str(item.get("source", segments[index].text)), marks))
         elif "gap" in item:
             parts.append(Gap(str(item["gap"])))
         elif encoded:
             raise ValueError("an encoded value inside another")
         else:
-            codec, raw_value = str(item.get("codec", "json")), _text(item["raw"])
+            codec, raw_value = str(item.get("codec", "json")), expect_str(item["raw"])
             value = decode(codec, raw_value)
             nested = tuple(_load_parts(item["parts"], segments, slots, encoded=True))
             parts.append(Encoded(raw_value, value, nested, codec))
     return parts
-
-
-def _text(value: object) -> str:
-    """`value`, which a stored layout holds as text; ValueError for anything else."""
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r:.80} is not text")
-    return value
 
 
 def _load_segment(index: int, item: list[object]) -> Segment:

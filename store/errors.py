@@ -34,6 +34,13 @@ def check_text(value: str) -> str:
     return value
 
 
+def expect_str(value: object) -> str:
+    """`value` if it is a string; TypeError otherwise (a text field of a stored record)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r:.80} is not a string")
+    return value
+
+
 def is_time(value: object) -> bool:
     """Whether `value` is a time a record may hold (seconds since the epoch): a number, not a
     bool, from 0 to `defaults.LATEST_TIME` (not NaN, infinite, or beyond what `time.gmtime`

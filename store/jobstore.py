@@ -25,7 +25,7 @@ import redis
 from store import defaults, scripts
 from store.config import Settings
 from store.connection import connect
-from store.errors import CorruptRecord, check_text, is_text, is_time, load_json, printable
+from store.errors import CorruptRecord, check_text, expect_str, is_text, is_time, load_json, printable
 from store.keys import (
     JOBS_KEY,
     NAME_PATTERN,
@@ -141,8 +141,8 @@ class DeadLetter:
         data = load_json(text)
         return cls(
             slot=int(data["slot"]),
-            text=_text(data["text"]),
-            reason=_text(data["reason"]),
+            text=expect_str(data["text"]),
+            reason=expect_str(data["reason"]),
             chunk=int(data["chunk"]),
             deliveries=int(data["deliveries"]),
             at=float(data["at"]),
@@ -749,13 +749,6 @@ def _time(value: str) -> float:
     if not is_time(seconds):
         raise ValueError(f"{value!r:.80} is not a time")
     return seconds
-
-
-def _text(value: object) -> str:
-    """``value`` if it is a string; TypeError otherwise (a record's text fields)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r:.80} is not a string")
-    return value
 
 
 def _error_record(raw: str) -> dict[str, object]:
