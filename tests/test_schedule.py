@@ -252,31 +252,34 @@ def test_the_scheduler_refuses_a_bad_bundle_at_start_in_one_line(tmp_path, monke
     assert "Traceback" not in result.output
 
 
-def test_a_scheduler_without_a_schedule_says_so_as_it_starts(monkeypatch):
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The arguments of each Celery worker the scheduler command would run, which runs none;
+    credentials unchecked, TRANSQUEUE_SCHEDULE unset."""
+    import cli.service
+
+    runs: list[list[str]] = []
+    monkeypatch.setattr(cli.service, "refuse_bad_credentials", lambda settings: None)
+    monkeypatch.setattr(cli.service, "run_celery_worker", lambda app, args: runs.append(args))
+    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
+    return runs
+
+
+def test_a_scheduler_without_a_schedule_says_so_as_it_starts(started):
     from click.testing import CliRunner
 
-    import cli.service
     from cli import main
 
-    started = []
-    monkeypatch.setattr(cli.service, "refuse_bad_credentials", lambda settings: None)
-    monkeypatch.setattr(cli.service, "run_celery_worker", lambda app, args: started.append(args))
-    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
     result = CliRunner().invoke(main, ["scheduler", "--no-beat"])
     assert result.exit_code == 0 and started, result.output
     assert result.output.startswith("warning: TRANSQUEUE_SCHEDULE is not set: this scheduler scans no inbox")
 
 
-def test_the_scheduler_refuses_a_beat_state_file_in_no_directory(tmp_path, monkeypatch):
+def test_the_scheduler_refuses_a_beat_state_file_in_no_directory(tmp_path, started):
     from click.testing import CliRunner
 
-    import cli.service
     from cli import main
 
-    started = []
-    monkeypatch.setattr(cli.service, "refuse_bad_credentials", lambda settings: None)
-    monkeypatch.setattr(cli.service, "run_celery_worker", lambda app, args: started.append(args))
-    monkeypatch.delenv("TRANSQUEUE_SCHEDULE", raising=False)
     state = tmp_path / "missing" / "beat"
     result = CliRunner().invoke(main, ["scheduler", "--schedule", str(state)])
     assert result.exit_code == 1 and not started  # beat would die at start, the scheduler run on
