@@ -312,6 +312,7 @@ def test_a_string_cell_that_is_not_utf8_is_an_error_naming_its_row_and_column(tm
 
 
 def physical_types(path: Path) -> list[str]:
+    """The physical type of each leaf column of the Parquet file ``path`` (INT96, BYTE_ARRAY, ...)."""
     schema = pq.ParquetFile(path).metadata.schema
     return [schema.column(i).physical_type for i in range(len(schema))]
 

@@ -122,6 +122,9 @@ class ParquetDocument:
         ]
 
     def _strings(self, table: Any, index: int, first_row: int) -> list[str | None]:
+        """The values of column ``index`` of ``table`` (a row group whose first row is row
+        ``first_row`` of the file), None for a null; DocumentError naming the column and
+        the row of the first value that is not valid UTF-8."""
         column = table.column(index)
         try:
             return column.to_pylist()
