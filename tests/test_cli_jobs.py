@@ -228,18 +228,23 @@ def test_fetch_of_an_unfinished_or_cancelled_job_exits_1(redis_server, tmp_path)
     assert fetched.exit_code == 1 and "is cancelled: the other documents are not finished\n" in fetched.output
 
 
-def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypatch):
+def wait_for_a_job_cancelled_later(store: JobStore, job_id: str, env: dict[str, str], monkeypatch):
+    """`transqueue wait JOB`'s result, the job cancelled well after the no-worker hints are
+    due (0.3 s), so that a loaded machine still gets there."""
     from store import defaults
 
-    store, job_id, env = unfinished_job(redis_server, tmp_path)
     monkeypatch.setattr(defaults, "NO_WORKER_HINT_AFTER", 0.3)
-    # cancelled well after the 0.3 s hint is due, so that a loaded machine still gets there
     cancel = threading.Timer(4.0, store.cancel, args=[job_id])
     cancel.start()
     try:
-        waited = CliRunner().invoke(main, ["wait", job_id], env=env)
+        return CliRunner().invoke(main, ["wait", job_id], env=env)
     finally:
         cancel.cancel()  # a failed wait leaves no timer to fire into a later test
+
+
+def test_wait_says_when_no_worker_takes_the_job(redis_server, tmp_path, monkeypatch):
+    store, job_id, env = unfinished_job(redis_server, tmp_path)
+    waited = wait_for_a_job_cancelled_later(store, job_id, env, monkeypatch)
     assert waited.exit_code == 1 and f"job {job_id} was cancelled" in waited.output
     assert waited.output.count("no worker has taken a chunk") == 1
     queue = store.info(job_id).queue  # the job's model's queue, the one a worker must consume
@@ -909,17 +914,9 @@ def test_status_and_jobs_show_stored_text_with_controls_escaped(redis_server, tm
 
 
 def test_wait_shows_the_stored_model_and_queue_with_controls_escaped(redis_server, tmp_path, monkeypatch):
-    from store import defaults
-
     store, job_id, env = unfinished_job(redis_server, tmp_path)
     store.client.hset(JobKeys(job_id).meta, mapping={"model": f"m{TITLE}", "queue": f"q{OVERRIDE}"})
-    monkeypatch.setattr(defaults, "NO_WORKER_HINT_AFTER", 0.3)
-    cancel = threading.Timer(3.0, store.cancel, args=[job_id])
-    cancel.start()
-    try:
-        waited = CliRunner().invoke(main, ["wait", job_id], env=env)
-    finally:
-        cancel.cancel()
+    waited = wait_for_a_job_cancelled_later(store, job_id, env, monkeypatch)
     assert waited.exit_code == 1, waited.output
     assert f"serving model m{SHOWN_TITLE} (queue 'q{SHOWN_OVERRIDE}')" in waited.output
     assert f"consuming queue 'q{SHOWN_OVERRIDE}'?" in waited.output
