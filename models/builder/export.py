@@ -331,13 +331,14 @@ def size_report(directory: Path, manifest: dict) -> str:
     total = sum(info["bytes"] for info in manifest["files"].values())
     lines.append(f"  {'total':<24} {total / 1e6:9.2f} MB")
     validation = manifest.get("validation")
-    if validation and validation.get("skipped") and "fp32" not in decoder_precisions(manifest["graphs"]):
-        lines.append(
-            "validation: SKIPPED (--skip-validation); with --int8-only it cannot be validated "
-            "later (validation needs the fp32 graphs): export again without one of them"
+    if validation and validation.get("skipped"):
+        later = (
+            "run `transqueue validate`"
+            if "fp32" in decoder_precisions(manifest["graphs"])
+            else "with --int8-only it cannot be validated later (validation needs the fp32 "
+            "graphs): export again without one of them"
         )
-    elif validation and validation.get("skipped"):
-        lines.append("validation: SKIPPED (--skip-validation); run `transqueue validate`")
+        lines.append(f"validation: SKIPPED (--skip-validation); {later}")
     elif validation:
         fp32 = validation["fp32"]
         lines.append(
