@@ -38,7 +38,7 @@ from producer.jobs import (
     write_document,
 )
 from producer.pipeline import stdin_units
-from producer.quality import FlagLog
+from producer.quality import FlagLog, place_text
 from store import defaults
 from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DeadLetter, DocumentRecord, JobStore
@@ -390,7 +390,7 @@ def fetch_command(
                 flags.keep()
                 written += 1
                 done.add(rendered.n)
-                dead.extend((rendered.name, line, letter) for line, letter in rendered.dead)
+                dead.extend((rendered.name, place, letter) for place, letter in rendered.dead)
     except (JobGone, DocumentError) as exc:
         if written:  # say what is on disk before why the rest is not (--follow, cancelled)
             click.echo(written_line(), err=True)
@@ -404,8 +404,8 @@ def fetch_command(
     if unfinished:
         later = "" if state == CANCELLED else " yet (fetch again, or use --follow)"
         echo_printable(f"job {job_id} is {state}: the other documents are not finished{later}", err=True)
-    for name, line, letter in dead:
-        where = name if stream else f"{name}:{line}"  # a stdin unit: its name says where
+    for name, place, letter in dead:
+        where = name if stream else place_text(name, place)  # a stdin unit: its name says where
         echo_printable(f"{where}: left untranslated ({letter.reason}): {letter.text!r}", err=True)
     for error in missing:
         echo_printable(f"error: {error}; pass that file with --source FILE", err=True)

@@ -73,6 +73,9 @@ class Document:
     segments: list[Segment]
     parts: list[Part] = field(default_factory=list, repr=False)
     first_line: int = 1  # of its text in the file (a window of a streamed file starts later)
+    #: A Parquet row group's cells (``producer.formats.parquet.RowGroupCells.document``): the
+    #: 0-based row and the column of each segment's cell, which its position is given by.
+    places: Sequence[tuple[int, str]] | None = field(default=None, repr=False)
 
     def render(self, translations: Sequence[str]) -> str:
         """The output text, with segment ``i`` replaced by ``translations[i]``.

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, cast
@@ -43,9 +42,9 @@ from producer.chunking import Chunker, Pair, character_lengths, source_lengths
 from producer.documents import Document, DocumentError, ReadOptions, format_of, parse_text
 from producer.files import FileTask, contained, write_atomic
 from producer.formats.jsonl import no_text_in_fields
-from producer.formats.parquet import Cells, ParquetDocument, cells_document, render_cells
+from producer.formats.parquet import ParquetDocument, RowGroupCells
 from producer.inputs import STDIN, failure
-from producer.quality import FlagLog, segment_lines
+from producer.quality import FlagLog, Place, segment_places
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 from producer.streaming import StreamedDocument
 from store.errors import is_text
@@ -122,8 +121,8 @@ def _text_window(document: Document, first_line: int) -> Window:
     return Window([segment.text for segment in document.segments], dump_document(document), first_line)
 
 
-def _cells_window(cells: Cells) -> Window:
-    return Window([segment.text for segment in cells_document(cells).segments], dump_cells(cells))
+def _cells_window(group: RowGroupCells) -> Window:
+    return Window([segment.text for segment in group.document().segments], dump_cells(group))
 
 
 def file_source(task: FileTask, out: Path) -> Source:
@@ -287,13 +286,13 @@ Piece = str | list[str | None]
 class Rendered:
     """One document of a job: its record, its translation a window at a time as `pieces` is
     consumed (None while sentences are unsettled), and the dead letters of the windows
-    rendered so far (all of them once `pieces` is exhausted), each with the line of the
-    document where its sentence starts."""
+    rendered so far (all of them once `pieces` is exhausted), each with where in the
+    document its sentence starts (`producer.quality.segment_places`)."""
 
     n: int
     record: DocumentRecord
     pieces: Iterator[Piece] | None
-    dead: list[tuple[int, DeadLetter]] = field(default_factory=list)
+    dead: list[tuple[Place, DeadLetter]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -417,7 +416,7 @@ def iter_documents(
         if unsettled is not None:
             yield Rendered(n, record, None)
             continue
-        dead: list[tuple[int, DeadLetter]] = []
+        dead: list[tuple[Place, DeadLetter]] = []
         yield Rendered(n, record, _pieces(store, job_id, n, record, flags, dead), dead)
 
 
@@ -435,10 +434,10 @@ def _pieces(
     n: int,
     record: DocumentRecord,
     flags: FlagLog | None,
-    dead: list[tuple[int, DeadLetter]],
+    dead: list[tuple[Place, DeadLetter]],
 ) -> Iterator[Piece]:
-    """Each window of document `n` rendered, its dead letters added to `dead` with the line
-    where each one's sentence starts."""
+    """Each window of document `n` rendered, its dead letters added to `dead` with where
+    each one's sentence starts."""
     name = report_name(record, n)
     path = None if record.name == STDIN else os.path.realpath(record.name)
     for w in range(record.windows):
@@ -456,9 +455,9 @@ def _pieces(
                 f"{record.name}: sentences of window {w} are no longer settled (job {job_id})"
             )
         if any(isinstance(state, DeadLetter) for state in states):
-            line = segment_lines(doc, window.first_line)
+            place = segment_places(doc, window.first_line)
             dead += [
-                (line(seg.start), state)
+                (place(seg), state)
                 for seg, state in zip(doc.segments, states, strict=True)
                 if isinstance(state, DeadLetter)
             ]
@@ -478,7 +477,7 @@ def _pieces(
 def _loaded(record: DocumentRecord, layout: str) -> tuple[Document, Callable[[list[str]], Piece]]:
     """A stored window: the document of its segments (to check flags on) and its renderer."""
     if record.fmt == "parquet":
-        cells = load_cells(layout, record.name)
-        return cells_document(cells), partial(render_cells, cells)
+        group = load_cells(layout, record.name)
+        return group.document(), group.render
     document = load_document(layout, record.name)
     return document, document.render

@@ -29,6 +29,7 @@ from typing import TextIO
 
 from producer import defaults
 from producer.documents import Document
+from producer.layout import Segment
 
 FLAGS = ("length_cap", "repeat", "digits", "copied", "ratio", "split")
 
@@ -115,12 +116,28 @@ def _visible(text: str) -> int:
     return sum(not c.isspace() for c in text)
 
 
-def segment_lines(document: Document, first_line: int = 1) -> Callable[[int], int]:
-    """The line of ``document`` (a window starting at ``first_line``) on which the segment
-    starting at a given offset starts, as the flag records count lines."""
+#: Where a sentence starts in its document, as a flag record gives it: ``{"line": n}``, or
+#: for a Parquet cell ``{"row": r, "column": name}`` (``r`` counted from 0, as pandas does).
+Place = dict[str, int | str]
+
+
+def segment_places(document: Document, first_line: int = 1) -> Callable[[Segment], Place]:
+    """Where in ``document`` (a window starting at ``first_line``) a segment starts: its line,
+    or the row and column of its cell for a Parquet row group's (``Document.places``)."""
+    places = document.places
+    if places is not None:
+        return lambda segment: {"row": places[segment.index][0], "column": places[segment.index][1]}
     text = document.render([s.text for s in document.segments])
     newlines = [match.start() for match in _NEWLINE.finditer(text)]
-    return lambda start: first_line + bisect.bisect_left(newlines, start)
+    return lambda segment: {"line": first_line + bisect.bisect_left(newlines, segment.start)}
+
+
+def place_text(name: str, place: Place) -> str:
+    """``name`` and ``place`` as messages give a position: ``notes.md:12``, or
+    ``t.parquet: row 3 (0-based), column 'text'``."""
+    if "line" in place:
+        return f"{name}:{place['line']}"
+    return f"{name}: row {place['row']:,} (0-based), column {place['column']!r}"
 
 
 class FlagLog:
@@ -129,7 +146,8 @@ class FlagLog:
     A record: ``{"document", "path", "line", "source", "output", "flags"}``: the document as
     the run names it, and (files only) its resolved absolute path, which a later run matches
     records by (`cli.common.open_report`); ``line`` is the line of the document where the
-    sentence starts, counting from ``first_line``.
+    sentence starts, counting from ``first_line`` (for a cell of a Parquet file, ``row`` and
+    ``column`` instead: `Place`).
 
     Documents are checked one at a time, a window after another (`check`), and what is found
     stays pending until the document is written (`keep`: its flags are counted and its
@@ -160,7 +178,7 @@ class FlagLog:
         ``capped(i)`` says whether segment ``i``'s translation hit the length cap; segments
         for which ``skip(i)`` holds (left untranslated for another reason) are not checked.
         """
-        line: Callable[[int], int] | None = None
+        place: Callable[[Segment], Place] | None = None
         for segment, output in zip(document.segments, translations, strict=True):
             if skip(segment.index):
                 continue
@@ -170,12 +188,12 @@ class FlagLog:
             self._found.update(found)
             if self.out is None:
                 continue
-            if line is None:  # only once a record is written: it renders the document
-                line = segment_lines(document, first_line)
+            if place is None:  # only once a record is written: it renders the document
+                place = segment_places(document, first_line)
             record = {
                 "document": name,
                 **({"path": path} if path is not None else {}),
-                "line": line(segment.start),
+                **place(segment),
                 "source": segment.text,
                 "output": output,
                 "flags": found,

@@ -14,9 +14,11 @@ sentence was sent without inline markup), ``{"gap": text}``, or ``{"raw": raw, "
 JSON string value (its decoded value is ``json.loads(raw)``), with ``"codec": "csv"`` (or
 ``"tsv"``) for a table cell instead (``producer.cells``).
 
-A row group of a Parquet table is stored as ``{"cells": [cell, ...]}`` (``dump_cells``), where
-a cell is ``null`` (a null cell) or a stored document as above, in the order
-``producer.formats.parquet`` reads them (column after column).
+A row group of a Parquet table is stored as ``{"cells": [cell, ...], "columns": [name, ...],
+"first_row": row}`` (``dump_cells``), where a cell is ``null`` (a null cell) or a stored
+document as above, in the order ``producer.formats.parquet`` reads them (column after column),
+``columns`` names the selected columns and ``first_row`` is the 0-based row of the file the
+group starts at (a job stored before 2026-12-03 has neither: its positions are not known).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from producer.cells import decode
 from producer.documents import Document, DocumentError
+from producer.formats.parquet import RowGroupCells
 from producer.layout import Encoded, Gap, Mark, Part, Segment, Slot
 from store.errors import expect_str
 
@@ -53,9 +56,11 @@ def dump_document(document: Document) -> str:
     return out.getvalue()
 
 
-def dump_cells(cells: Sequence[Document | None]) -> str:
-    """JSON of a Parquet row group's cells (see the module docstring)."""
-    return '{"cells":[' + ",".join("null" if c is None else dump_document(c) for c in cells) + "]}"
+def dump_cells(group: RowGroupCells) -> str:
+    """JSON of a Parquet row group's cells and where they lie (see the module docstring)."""
+    cells = ",".join("null" if c is None else dump_document(c) for c in group.cells)
+    columns = json.dumps(group.columns, ensure_ascii=False)
+    return f'{{"cells":[{cells}],"columns":{columns},"first_row":{group.first_row}}}'
 
 
 def _dump_parts(parts: Sequence[Part], segments: Sequence[Segment], out: io.StringIO) -> None:
@@ -110,15 +115,21 @@ def _load(data: Any, name: str) -> Document:
     return Document(None, segments, parts)
 
 
-def load_cells(text: str, name: str) -> list[Document | None]:
-    """The cells that `dump_cells` stored; DocumentError naming `name` when malformed."""
+def load_cells(text: str, name: str) -> RowGroupCells:
+    """The row group that `dump_cells` stored; DocumentError naming `name` when malformed."""
     try:
-        cells = json.loads(text)["cells"]
-        if not isinstance(cells, list):
-            raise TypeError(f"cells are {type(cells).__name__}")
+        data = json.loads(text)
+        cells, columns, first_row = data["cells"], data.get("columns", []), data.get("first_row", 0)
+        if not isinstance(cells, list) or not isinstance(columns, list):
+            raise TypeError(f"cells or columns are no list: {text[:80]!r}")
+        if type(first_row) is not int or first_row < 0:
+            raise ValueError(f"first row {first_row!r:.80} is no row number")
+        if columns and len(cells) % len(columns):
+            raise ValueError(f"{len(cells)} cells do not fill {len(columns)} columns")
+        names = tuple(expect_str(column) for column in columns)
     except (ValueError, TypeError, KeyError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise DocumentError(f"{name}: stored cells are malformed ({exc!r})") from None
-    return [None if cell is None else _load(cell, name) for cell in cells]
+    return RowGroupCells([None if cell is None else _load(cell, name) for cell in cells], names, first_row)
 
 
 def _load_parts(

@@ -215,7 +215,7 @@ def test_render_waits_for_every_sentence_and_keeps_dead_ones_in_english(store):
     assert rendered.dead == []  # filled in as the windows are rendered
     doc = parse_text(TEXT, "txt", ReadOptions(), Path("a.txt"))
     assert "".join(rendered.pieces) == doc.render(["你好。", "你好吗？", "你好。", "Fine."])
-    assert rendered.dead == [(3, letter)]  # with the line where "Fine." starts
+    assert rendered.dead == [({"line": 3}, letter)]  # with the line where "Fine." starts
 
 
 def test_render_uses_the_segments_of_submit_time(store, monkeypatch):

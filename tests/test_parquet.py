@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import io
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,10 +18,11 @@ from producer.documents import DocumentError, ReadOptions
 from producer.files import FileTask
 from producer.jobs import JobBuilder, OriginalMissing, Source, iter_documents, write_document
 from producer.pipeline import RunOptions, RunReport, read_tasks, translate_files
+from producer.quality import FlagLog, place_text
 from store.config import Settings
-from store.jobstore import JobStore
+from store.jobstore import DeadLetter, JobStore
 from tests.test_documents import sentence_text
-from tests.test_streaming import FakeTranslator, translated
+from tests.test_streaming import CopyingTranslator, FakeTranslator, translated
 
 pytest_plugins = ["distributed_support"]
 
@@ -369,3 +372,50 @@ def test_an_ordered_dictionary_column_keeps_the_order_of_its_values(tmp_path):
     assert column.to_pylist() == [
         translated(t) if t else None for t in ["High.", "Low.", None, "Medium.", "Low."]
     ]
+
+
+FLAGGED = ["Hello there.", "Flag me.", "Fine.", "Fine. Flag me."], ["a", "b", "Flag me.", "Dead one."]
+#: Where "Flag me." is in FLAGGED written in row groups of two rows: (0-based row, column).
+FLAGGED_AT = [(1, "text"), (3, "text"), (2, "note")]
+
+
+def copied_places(records: str) -> list[tuple[int, str]]:
+    lines = [json.loads(line) for line in records.splitlines()]
+    assert all("line" not in record for record in lines)
+    return [(record["row"], record["column"]) for record in lines if "copied" in record["flags"]]
+
+
+def test_translate_s_flag_records_name_the_row_and_column_of_their_cell(tmp_path):
+    source = tmp_path / "t.parquet"
+    write_table(source, *FLAGGED, group=2)
+    records = io.StringIO()
+    report = RunReport(quality=FlagLog(records))
+    tasks = read_tasks([FileTask(source, tmp_path / "out.parquet")], RunOptions(read=OPTIONS), report)
+    translate_files(tasks, CopyingTranslator("Flag me."), report)
+    assert not report.errors and copied_places(records.getvalue()) == FLAGGED_AT
+
+
+def test_a_job_s_flag_records_and_dead_letters_name_the_row_and_column_of_their_cell(store, tmp_path):
+    source = tmp_path / "t.parquet"
+    write_table(source, *FLAGGED, group=2)
+    job = JobBuilder(store, OPTIONS)
+    job.add(Source(str(source), "t.zh.parquet"))
+    job_id = job.submit(out="", origin="files")
+    for _, items in store.chunks(job_id, job.chunker.chunks):
+        for slot, text in items:
+            if text == "Dead one.":
+                letter = DeadLetter(slot=slot, text=text, reason="boom", chunk=0, deliveries=1, at=0.0)
+                store.dead_letter(job_id, letter)
+            else:
+                output = text if text == "Flag me." else "好好"
+                store.record(job_id, slot, text, output, fingerprint="f", hit=False)
+    records = io.StringIO()
+    flags = FlagLog(records)
+    (rendered,) = iter_documents(store, job_id, follow=False, poll_interval=0, flags=flags)
+    write_document(rendered, tmp_path / "out.parquet", [source])
+    flags.keep()
+    assert copied_places(records.getvalue()) == FLAGGED_AT
+    assert rendered.dead == [({"row": 3, "column": "note"}, letter)]
+    assert (
+        place_text(rendered.name, rendered.dead[0][0]) == f"{rendered.name}: row 3 (0-based), column 'note'"
+    )

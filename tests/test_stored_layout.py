@@ -8,6 +8,7 @@ import pytest
 
 from producer import layout
 from producer.documents import DocumentError, ReadOptions, parse_text
+from producer.formats.parquet import RowGroupCells
 from producer.stored_layout import dump_cells, dump_document, load_cells, load_document
 
 DOCUMENTS = [
@@ -115,9 +116,11 @@ def test_a_cut_for_length_is_stored_and_checked_when_read_back():
         load_document(json.dumps(data), "long.txt")
 
 
-def test_a_row_group_s_cells_survive_with_their_nulls():
+def test_a_row_group_s_cells_survive_with_their_nulls_and_where_they_lie():
     cells = [parse_text("Hello there. Bye.", "txt"), None, parse_text("", "txt"), parse_text("Fine.", "txt")]
-    stored = load_cells(dump_cells(cells), "t.parquet")
+    group = load_cells(dump_cells(RowGroupCells(cells, ("text", "título"), 4096)), "t.parquet")
+    assert (group.columns, group.first_row) == (("text", "título"), 4096)
+    stored = group.cells
     assert [None if c is None else [s.text for s in c.segments] for c in stored] == [
         ["Hello there.", "Bye."],
         None,
@@ -130,6 +133,32 @@ def test_a_row_group_s_cells_survive_with_their_nulls():
         "",
         "Fine.",
     ]
-    for bad in ('{"cells": 3}', "[]", '{"cells": [{"segments": []}]}', "{"):
+    for bad in (
+        '{"cells": 3}',
+        "[]",
+        '{"cells": [{"segments": []}]}',
+        "{",
+        '{"cells": [null, null, null], "columns": ["a", "b"]}',  # not a whole number of rows
+        '{"cells": [], "columns": "ab"}',
+        '{"cells": [], "columns": [1]}',
+        '{"cells": [], "first_row": -1}',
+        '{"cells": [], "first_row": true}',
+        '{"cells": [], "first_row": 1.5}',
+    ):
         with pytest.raises(DocumentError, match="t.parquet: stored (cells|document) (are|is) malformed"):
             load_cells(bad, "t.parquet")
+
+
+def test_cells_stored_before_their_places_were_kept_still_load():
+    group = load_cells(
+        '{"cells": [null, {"segments": [[0, 3, "Hi."]], "parts": [{"slot": 0}]}]}', "t.parquet"
+    )
+    assert (group.columns, group.first_row, group.document().places) == ((), 0, None)
+    assert group.render(["你好。"]) == [None, "你好。"]
+
+
+def test_a_row_group_s_document_places_each_segment_in_its_cell():
+    cells = [parse_text("One. Two.", "txt"), None, None, parse_text("Three.", "txt")]
+    document = RowGroupCells(cells, ("text", "note"), 10).document()
+    assert [s.index for s in document.segments] == [0, 1, 2]
+    assert document.places == [(10, "text"), (10, "text"), (11, "note")]

@@ -24,9 +24,44 @@ from producer.documents import Document, DocumentError, ReadOptions, parse_text
 from producer.files import atomic_target, naming_output
 from producer.formats.table import column_indexes
 from producer.inputs import check_regular, file_digest, open_regular
+from producer.layout import Segment
 
 Translate = Callable[[Document], list[str]]
-Cells = list[Document | None]
+
+
+@dataclass(frozen=True)
+class RowGroupCells:
+    """The selected cells of a row group, column after column (None: a null cell), and where
+    they lie: ``columns`` names the selected columns and ``first_row`` is the 0-based row of
+    the file that the group starts at (neither is known of a job stored before they were kept)."""
+
+    cells: list[Document | None]
+    columns: tuple[str, ...] = ()
+    first_row: int = 0
+
+    def document(self) -> Document:
+        """One document of the segments of every cell, in order, numbered through (what a row
+        group sends to the model, and what its quality flags are checked on), with the row
+        and column of each segment's cell as its ``places`` where they are known."""
+        segments: list[Segment] = []
+        places: list[tuple[int, str]] = []
+        rows = len(self.cells) // len(self.columns) if self.columns else 0
+        for k, cell in enumerate(self.cells):
+            if cell is None:
+                continue
+            segments += [replace(segment, index=len(segments) + i) for i, segment in enumerate(cell.segments)]
+            if rows:
+                places += [(self.first_row + k % rows, self.columns[k // rows])] * len(cell.segments)
+        return Document(None, segments, places=places if self.columns else None)
+
+    def render(self, translations: Sequence[str]) -> list[str | None]:
+        """Each cell rendered with its segments' translations (``translations``: those of
+        ``document``, in order); a null cell stays null."""
+        remaining = iter(translations)
+        return [
+            None if cell is None else cell.render([next(remaining) for _ in cell.segments])
+            for cell in self.cells
+        ]
 
 
 def _pyarrow() -> Any:
@@ -62,9 +97,9 @@ class ParquetDocument:
 
         def translated(table: Any) -> Any:
             nonlocal rows
-            cells = self._cells(table, columns, rows)
+            group = self._cells(table, columns, rows)
             rows += table.num_rows
-            return _with_cells(table, columns, render_cells(cells, translate(cells_document(cells))))
+            return _with_cells(table, columns, group.render(translate(group.document())))
 
         self._rewrite(source, target, translated, overwrite)
 
@@ -79,7 +114,7 @@ class ParquetDocument:
             handle.seek(0)
             yield self._open(handle), original
 
-    def cells(self, source: Any) -> Iterator[Cells]:
+    def cells(self, source: Any) -> Iterator[RowGroupCells]:
         """The cells of the selected columns of each row group of ``source`` (``opened``),
         parsed, column after column; only those columns are read."""
         columns = self._columns(source)
@@ -110,16 +145,17 @@ class ParquetDocument:
 
         self._rewrite(source, target, rebuilt, overwrite, no_more)
 
-    def _cells(self, table: Any, columns: Sequence[int], first_row: int) -> Cells:
+    def _cells(self, table: Any, columns: Sequence[int], first_row: int) -> RowGroupCells:
         """The cells of ``columns`` of ``table`` (a row group whose first row is row
         ``first_row`` of the file), parsed; DocumentError naming the column and row of a
         cell that is not valid UTF-8 (a writer that did not check its strings)."""
         options = ReadOptions(protect=self.options.protect)
-        return [
+        cells = [
             None if value is None else parse_text(value, "txt", options, self.path)
             for index in columns
             for value in self._strings(table, index, first_row)
         ]
+        return RowGroupCells(cells, tuple(table.schema.names[index] for index in columns), first_row)
 
     def _strings(self, table: Any, index: int, first_row: int) -> list[str | None]:
         """The values of column ``index`` of ``table`` (a row group whose first row is row
@@ -227,20 +263,6 @@ def _holds_strings(pa: Any, kind: Any) -> bool:
         or pa.types.is_large_string(kind)
         or (is_string_view is not None and is_string_view(kind))
     )
-
-
-def cells_document(cells: Sequence[Document | None]) -> Document:
-    """One document of the segments of every cell, in order, numbered through (what a row
-    group sends to the model, and what its quality flags are checked on)."""
-    segments = [segment for cell in cells if cell is not None for segment in cell.segments]
-    return Document(None, [replace(segment, index=i) for i, segment in enumerate(segments)])
-
-
-def render_cells(cells: Sequence[Document | None], translations: Sequence[str]) -> list[str | None]:
-    """Each cell rendered with its segments' translations (``translations``: those of
-    ``cells_document``, in order); a null cell stays null."""
-    remaining = iter(translations)
-    return [None if cell is None else cell.render([next(remaining) for _ in cell.segments]) for cell in cells]
 
 
 def _with_cells(table: Any, columns: Sequence[int], values: Sequence[str | None]) -> Any:
