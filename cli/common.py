@@ -219,6 +219,31 @@ class BundleDirectory(click.Path):
             raise click.ClickException(f"{BUNDLE_VARIABLE}={str(value)!r}: {error.message}") from None
 
 
+class VariableOption(click.Option):
+    """An option that may also come from an environment variable (``envvar``): every such
+    option of every command is one (tests/test_cli.py checks), so that a usage error about
+    its value names where the value came from. Click's own hint names the variable whatever the source
+    (``'--threads' (env var: 'TRANSQUEUE_THREADS')`` for ``--threads 0``); this one names
+    the option alone for a value given on the command line, and the variable read, as the
+    source, for a value taken from the environment."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        """``'--threads'``, or ``TRANSQUEUE_THREADS (environment variable of '--threads')``
+        when the value came from the variable."""
+        hint = click.Parameter.get_error_hint(self, ctx)  # the option's names, no variable
+        if ctx is None or not _from_environment(ctx, self):
+            return hint
+        return f"{self._variable_read(ctx)} (environment variable of {hint})"
+
+    def _variable_read(self, ctx: click.Context) -> str:
+        """The variable whose value the option took: the first set and non-empty of its
+        ``envvar`` names and then the context's automatic one, as click reads them."""
+        names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or ())
+        if self.allow_from_autoenv and ctx.auto_envvar_prefix is not None and self.name:
+            names.append(f"{ctx.auto_envvar_prefix}_{self.name.upper()}")
+        return next(name for name in names if os.environ.get(name))
+
+
 def _from_environment(ctx: click.Context | None, param: click.Parameter | None) -> bool:
     """Whether `param`'s value in `ctx` was read from its environment variable."""
     if ctx is None or param is None or param.name is None:

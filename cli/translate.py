@@ -14,6 +14,7 @@ from tqdm import tqdm
 from cli.common import (
     BUNDLE_VARIABLE,
     BundleDirectory,
+    VariableOption,
     open_report,
     os_failure,
     protect_option,
@@ -93,6 +94,7 @@ def _named_by_variable(model: Path | None) -> str:
 @click.option(
     "--model",
     type=BundleDirectory(),
+    cls=VariableOption,
     envvar=BUNDLE_VARIABLE,
     help="Model bundle directory [TRANSQUEUE_BUNDLE, as the workers; default: the bundled demo model].",
 )
@@ -101,6 +103,7 @@ def _named_by_variable(model: Path | None) -> str:
     type=click.Choice(PRECISIONS),
     default=PRECISION,
     show_default=True,
+    cls=VariableOption,
     envvar="TRANSQUEUE_PRECISION",
     show_envvar=True,
     help="Decoder precision.",
@@ -112,6 +115,7 @@ def _named_by_variable(model: Path | None) -> str:
 @click.option(
     "--threads",
     type=click.IntRange(1, MAX_THREADS),
+    cls=VariableOption,
     envvar="TRANSQUEUE_THREADS",
     show_envvar=True,
     help="Cores to use (default: the CPU budget): batches decoded side by side; for - (stdin), "

@@ -1,4 +1,5 @@
-"""cli: the lazy command group names every command of every command module, and only those."""
+"""cli: the lazy command group names every command of every command module, and only those;
+an option's usage error names the variable only when its value came from it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import importlib
 import subprocess
 import sys
 
+import click
+import pytest
+from click.testing import CliRunner
+
 from cli import COMMAND_MODULES, main
+from cli.common import VariableOption
 
 
 def test_each_command_module_defines_exactly_the_commands_mapped_to_it():
@@ -87,3 +93,48 @@ def test_the_count_options_have_the_settings_bounds():
     for args in (["translate", "--threads", "1025", "-"], ["worker", "--concurrency", "1025"]):
         result = CliRunner().invoke(main, args, input="")
         assert result.exit_code == 2 and "1025 is not in the range 1<=x<=1024" in result.output, args
+
+
+def test_every_option_read_from_a_variable_says_where_a_bad_value_came_from():
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):
+        for param in main.get_command(ctx, name).params:
+            if isinstance(param, click.Option) and param.envvar:
+                assert isinstance(param, VariableOption), (name, param.name)
+
+
+@pytest.mark.parametrize(
+    ("option", "variable", "bad", "good", "message"),
+    [
+        ("--threads", "TRANSQUEUE_THREADS", "0", "2", "0 is not in the range 1<=x<=1024."),
+        ("--precision", "TRANSQUEUE_PRECISION", "int4", "fp32", "'int4' is not one of 'int8', 'fp32'."),
+    ],
+)
+def test_a_bad_value_names_the_variable_only_when_it_came_from_it(option, variable, bad, good, message):
+    # the variable set (to a good value) and the option given: the bad value is the option's
+    given = CliRunner().invoke(main, ["translate", option, bad, "-"], input="", env={variable: good})
+    assert given.exit_code == 2
+    assert given.output.splitlines()[-1] == f"Error: Invalid value for '{option}': {message}"
+    assert variable not in given.output
+    read = CliRunner().invoke(main, ["translate", "-"], input="", env={variable: bad})
+    assert read.exit_code == 2
+    assert read.output.splitlines()[-1] == (
+        f"Error: Invalid value for {variable} (environment variable of '{option}'): {message}"
+    )
+    shown = CliRunner().invoke(main, ["translate", "--help"], env={variable: None})
+    assert f"[env var: {variable};" in " ".join(shown.output.split())  # help still names it
+
+
+def test_the_variable_named_is_the_one_read():
+    @click.command(context_settings={"auto_envvar_prefix": "T"})
+    @click.option("--count", type=click.IntRange(1), cls=VariableOption, envvar=["T_FIRST", "T_SECOND"])
+    @click.option("--size", type=click.IntRange(1), cls=VariableOption)
+    def command(count: int | None, size: int | None) -> None:
+        """Nothing."""
+
+    for env, said in (
+        ({"T_FIRST": "", "T_SECOND": "0"}, "T_SECOND (environment variable of '--count')"),
+        ({"T_SIZE": "0"}, "T_SIZE (environment variable of '--size')"),
+    ):
+        result = CliRunner().invoke(command, [], env=env)
+        assert result.exit_code == 2 and f"Error: Invalid value for {said}:" in result.output, env

@@ -333,7 +333,7 @@ def test_threads_and_precision_come_from_the_workers_variables(tiny_bundle, monk
     assert result.exit_code == 0 and asked[-1] == ("fp32", 2)  # the option wins
     for variable, bad in (("TRANSQUEUE_THREADS", "0"), ("TRANSQUEUE_PRECISION", "int4")):
         result = CliRunner().invoke(main, args, input="Hello.\n", env={variable: bad})
-        assert result.exit_code == 2 and f"(env var: '{variable}')" in result.output
+        assert result.exit_code == 2 and f"for {variable} (environment variable of" in result.output
 
 
 def test_bad_inputs_fail_alone_and_fast_in_a_real_process(inputs, tmp_path, tiny_bundle):
