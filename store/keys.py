@@ -8,7 +8,7 @@ All keys start with `store.defaults.KEY_PREFIX` ("tq"):
   being translated: ``<job>:<chunk>`` -> run JSON, see `store.leases`);
 - ``tq:tm:<sha256>``: one translation-memory entry (`tm_key`), and ``tq:tm:<sha256>:capped``
   while that translation is one that hit the decoder's length cap (`tm_capped_key`);
-- ``tq:inbox:<name>:runs|seen|invalid|settling|lock``: one scheduled inbox entry (`InboxKeys`).
+- ``tq:inbox:<name>:runs|seen|invalid|refused|settling|lock``: one scheduled inbox entry (`InboxKeys`).
 
 Job ids and inbox names reach Redis from task messages and the command line, so both are
 checked here before they become part of a key (`check_name`): a name such as
@@ -205,6 +205,12 @@ class InboxKeys:
         """Hash: file name -> InvalidFile JSON (`store.runs`) of each file of the inbox that
         failed to parse, as it is now."""
         return self._sub("invalid")
+
+    @property
+    def refused(self) -> str:
+        """Hash: file name -> RefusedFile JSON (`store.runs`) of each file of the inbox whose
+        translation the outbox refused, as it is now."""
+        return self._sub("refused")
 
     @property
     def settling(self) -> str:

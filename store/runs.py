@@ -1,5 +1,5 @@
-"""The records of scheduled inbox runs in Redis: runs, delivered and invalid files, and the
-entry lock.
+"""The records of scheduled inbox runs in Redis: runs, delivered, invalid and refused files,
+and the entry lock.
 
 `producer.inbox` decides what a run does; this module only stores what it decided, under
 the keys of `store.keys.InboxKeys`.
@@ -12,7 +12,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Self
+from typing import Self, TypeVar
 
 import redis
 from redis.lock import Lock
@@ -67,6 +67,12 @@ class CorruptInvalid(CorruptEntry):
     """An entry of an inbox's invalid-files hash that is not an invalid-file record."""
 
     what = "an invalid-file record"
+
+
+class CorruptRefused(CorruptEntry):
+    """An entry of an inbox's refused-files hash that is not a refused-file record."""
+
+    what = "a refused-file record"
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,29 @@ class InvalidFile(_Record):
         _expect(is_time(self.found), "found", "a time")
 
 
+@dataclass(frozen=True)
+class RefusedFile(_Record):
+    """A file of an inbox entry whose translation the outbox refused (a directory in the place
+    of its output, say): the delivery of job `job` found that (at `found`), and a later scan
+    `error`. `digest` is the file's as its run submitted it: the record holds while the file
+    keeps it, and the file is not submitted again meanwhile (`producer.inbox`)."""
+
+    digest: str
+    error: str
+    found: float
+    job: str
+
+    def check(self) -> None:
+        """ValueError unless every field holds what `to_json` writes."""
+        for name in ("digest", "error", "job"):
+            _expect(isinstance(getattr(self, name), str), name, "a string")
+        _expect(is_time(self.found), "found", "a time")
+
+
+_R = TypeVar("_R", InvalidFile, RefusedFile)
+_C = TypeVar("_C", CorruptInvalid, CorruptRefused)
+
+
 def _expect(ok: bool, name: str, what: str) -> None:
     """ValueError naming the field `name` of a run record unless `ok`."""
     if not ok:
@@ -219,13 +248,13 @@ class RunStore:
             self.save(InboxRun(problem.run_id, name, now, FAILED, finished=now, message=message))
 
     def save(self, run: InboxRun) -> None:
-        """Store a run, renewing the expiry of the entry's records (its runs, delivered and
-        invalid files); past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
+        """Store a run, renewing the expiry of the entry's records (its runs, delivered, invalid
+        and refused files); past `defaults.RUNS_KEPT`, drop the oldest runs no longer in flight."""
         keys = InboxKeys(run.inbox)
         key = keys.runs
         with self.client.pipeline() as pipe:
             pipe.hset(key, run.run_id, run.to_json())
-            for renewed in (key, keys.seen, keys.invalid):
+            for renewed in (key, keys.seen, keys.invalid, keys.refused):
                 pipe.expire(renewed, defaults.INBOX_RECORDS_TTL)
             pipe.execute()
         extra = self.client.hlen(key) - defaults.RUNS_KEPT
@@ -250,17 +279,7 @@ class RunStore:
     def read_invalid(self, name: str) -> tuple[dict[str, InvalidFile], list[CorruptInvalid]]:
         """File name -> record of each file of the entry found invalid as it is now, by name,
         and a CorruptInvalid for each entry of the hash that is not such a record."""
-        key = InboxKeys(name).invalid
-        files: dict[str, InvalidFile] = {}
-        corrupt: list[CorruptInvalid] = []
-        for file, raw in sorted(self.client.hgetall(key).items()):
-            try:
-                if not is_text(file):
-                    raise ValueError("the file name is not UTF-8")
-                files[file] = InvalidFile.from_json(raw)
-            except (TypeError, ValueError) as exc:
-                corrupt.append(CorruptInvalid(key, file, str(exc)))
-        return files, corrupt
+        return self._read_files(InboxKeys(name).invalid, InvalidFile, CorruptInvalid)
 
     def mark_invalid(self, name: str, files: dict[str, InvalidFile]) -> None:
         """Record files (name -> why) as invalid: they are not submitted again unchanged."""
@@ -270,6 +289,35 @@ class RunStore:
         """Forget invalid files (changed, or no longer in the inbox) and entries that are not
         records: the hash holds only present files, as they are now."""
         self._forget(InboxKeys(name).invalid, names)
+
+    def read_refused(self, name: str) -> tuple[dict[str, RefusedFile], list[CorruptRefused]]:
+        """File name -> record of each file of the entry whose translation the outbox refused,
+        by name, and a CorruptRefused for each entry of the hash that is not such a record."""
+        return self._read_files(InboxKeys(name).refused, RefusedFile, CorruptRefused)
+
+    def mark_refused(self, name: str, files: dict[str, RefusedFile]) -> None:
+        """Record files (name -> why) as refused by the outbox: they are not submitted again
+        unchanged."""
+        self._remember(InboxKeys(name).refused, {file: record.to_json() for file, record in files.items()})
+
+    def forget_refused(self, name: str, names: list[str]) -> None:
+        """Forget refused files (delivered, changed, or no longer in the inbox) and entries that
+        are not records: the hash holds only present files, as they are now."""
+        self._forget(InboxKeys(name).refused, names)
+
+    def _read_files(self, key: str, record: type[_R], corrupt: type[_C]) -> tuple[dict[str, _R], list[_C]]:
+        """File name -> `record` of each entry of the per-file hash `key`, by name, and a
+        `corrupt` for each entry that is not such a record (or whose name is not UTF-8)."""
+        files: dict[str, _R] = {}
+        problems: list[_C] = []
+        for file, raw in sorted(self.client.hgetall(key).items()):
+            try:
+                if not is_text(file):
+                    raise ValueError("the file name is not UTF-8")
+                files[file] = record.from_json(raw)
+            except (TypeError, ValueError) as exc:
+                problems.append(corrupt(key, file, str(exc)))
+        return files, problems
 
     def _remember(self, key: str, entries: dict[str, str]) -> None:
         """Set `entries` in the hash `key`, which then lives `INBOX_RECORDS_TTL` from now."""

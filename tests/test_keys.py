@@ -12,6 +12,7 @@ def test_job_keys_and_inbox_keys():
     assert JobKeys("abc").results == "tq:job:abc:results"
     assert InboxKeys("docs").lock == "tq:inbox:docs:lock"
     assert InboxKeys("docs").invalid == "tq:inbox:docs:invalid"
+    assert InboxKeys("docs").refused == "tq:inbox:docs:refused"
     assert check_name(new_job_id()) and len(new_job_id()) == 12
 
 
