@@ -34,6 +34,14 @@ and its file tried again.
 A file that vanishes or cannot be read during the scan is recorded as skipped and tried
 again at the next run.
 
+A file whose translation the outbox refused (a directory in the place of its output, a
+directory that cannot be written) is not submitted again while it keeps its hash: the entry
+records it (`RunStore.read_refused`) with the job that holds its translation, and each scan
+looks at its output's place (`_in_the_way`); once nothing is seen in the way it writes the
+translation from that job, and marks the file delivered. A job that no longer holds it
+(expired, cancelled) has the file submitted again then, and a file that changed is submitted
+again at once, as any other.
+
 The lock expires after TRANSQUEUE_INBOX_LOCK_TIMEOUT seconds (so a crashed run does not
 block the entry for long); a thread extends it every third of that while the run goes on.
 A lock lost anyway is noted in the run's message, never raised.
@@ -51,6 +59,7 @@ never delivered twice.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -74,6 +83,7 @@ from producer.jobs import (
     JobBuilder,
     JobGone,
     OriginalMissing,
+    Rendered,
     check_targets,
     file_source,
     iter_documents,
@@ -84,7 +94,17 @@ from store.defaults import MAX_INBOX_LOCK_TIMEOUT_S
 from store.errors import is_text, printable
 from store.jobstore import CANCELLED, PARTIAL, CorruptRecord, DocumentRecord, JobStore
 from store.keys import BadName
-from store.runs import DELIVERED, FAILED, LOST, NOTHING_NEW, SKIPPED, SUBMITTED, InboxRun, InvalidFile
+from store.runs import (
+    DELIVERED,
+    FAILED,
+    LOST,
+    NOTHING_NEW,
+    SKIPPED,
+    SUBMITTED,
+    InboxRun,
+    InvalidFile,
+    RefusedFile,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +202,8 @@ def run_inbox(store: JobStore, entry: InboxEntry) -> InboxRun:
 def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     seen = store.runs.seen(entry.name)
     known, corrupt = store.runs.read_invalid(entry.name)
-    for problem in corrupt:
+    refused, corrupt_refused = store.runs.read_refused(entry.name)
+    for problem in [*corrupt, *corrupt_refused]:
         logger.warning("%s: dropped, its file is tried again", problem)
     pending = {
         (name, digest)
@@ -205,6 +226,10 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     # invalid-file records to drop: not records, files gone, and (below) files changed
     dropped = [problem.entry for problem in corrupt] + [name for name in known if name not in named]
+    unrefused = [problem.entry for problem in corrupt_refused] + [
+        name for name in refused if name not in named
+    ]
+    written, blocked = {}, {}  # refused files delivered now, and those still refused
     settings = _settings_digest(entry, options)
     job = JobBuilder(store, options)
     earlier, settling, waiting = store.runs.settling(entry.name), {}, []
@@ -229,6 +254,16 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             skipped[name] = str(exc)
             continue
         digest = f"{content}:{settings}"
+        if name in refused:
+            if refused[name].digest == digest:
+                with contextlib.suppress(JobGone):  # the translation is gone: submitted again
+                    kept = _retry_refused(store, entry, name, task.target, refused[name])
+                    if kept is None:
+                        written[name] = digest
+                    else:
+                        blocked[name] = kept
+                    continue
+            unrefused.append(name)
         if name in known:
             if known[name].digest == digest:
                 continue  # still invalid as it was found
@@ -249,6 +284,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
         files[name] = digest
     store.runs.forget_invalid(entry.name, [name for name in dropped if name not in invalid])
     store.runs.keep_settling(entry.name, settling)
+    message = _settle_refused(store, entry.name, written, blocked, unrefused)
     if waiting:
         logger.info(
             "inbox %s: %d file(s) deferred until they settle: %s",
@@ -256,7 +292,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
             len(waiting),
             ", ".join(waiting),
         )
-    run = replace(run, invalid=invalid, skipped=skipped, finished=time.time())
+    run = replace(run, invalid=invalid, skipped=skipped, message=message, finished=time.time())
     if not files:
         job.discard()
         return run
@@ -294,6 +330,80 @@ def _settling(status: os.stat_result, earlier: str | None, settle: float) -> tup
     else:
         why = f"its mtime is {-age / 1e9:,.1f} s ahead of this clock; taken once unchanged for {settle:g} s"
     return record, f"deferred: {why}"
+
+
+def _retry_refused(
+    store: JobStore, entry: InboxEntry, name: str, target: Path, record: RefusedFile
+) -> RefusedFile | None:
+    """Write the translation of inbox file `name` that the outbox refused at `target` (`record`:
+    the file is unchanged since) unless something is seen in the way: None once written, else
+    `record` saying why not now. JobGone when nothing is in the way but the job no longer
+    holds the translation (`_write_translation`)."""
+    try:
+        error = _in_the_way(target)
+        if error is None:
+            _write_translation(store, entry, record.job, name, target)
+            return None
+    except (DocumentError, OSError) as exc:
+        error = exc
+    return replace(record, error=failure(target.relative_to(entry.outbox), error))
+
+
+def _in_the_way(target: Path) -> OSError | None:
+    """What is seen, without writing, to keep an output from being written at `target`: a
+    directory in its place, something other than a directory in the place of one of its
+    directories, or a directory that cannot be written; None when nothing is (a write may
+    still fail, on a full disk say)."""
+    if target.is_dir():
+        return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    existing = next(path for path in target.parents if os.path.lexists(path))
+    if not existing.is_dir():
+        reason = f"{os.strerror(errno.ENOTDIR)} ({existing} exists and is not a directory)"
+        return NotADirectoryError(errno.ENOTDIR, reason)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    return None
+
+
+def _write_translation(store: JobStore, entry: InboxEntry, job_id: str, name: str, target: Path) -> None:
+    """Write the translation of inbox file `name` that job `job_id` holds to `target`.
+    JobGone when the job does not hold it (any more): expired, cancelled, not a finished job
+    of the entry that has the file, or records of it that are not what this transqueue
+    writes (a job id, a record or a translation tampered with)."""
+    try:
+        info = store.info(job_id)
+        if info is None or not info.finished or info.state == CANCELLED:
+            raise JobGone(f"job {job_id} is gone or not finished")
+        if info.extra.get("inbox") != entry.name:
+            raise JobGone(f"job {job_id} is not a job of inbox {entry.name}")
+        for rendered in iter_documents(store, job_id, follow=False, poll_interval=0):
+            if _inbox_name(Path(entry.inbox), rendered.record) == name:
+                _write(rendered, entry, name, target)
+                return
+    except (CorruptRecord, BadName) as exc:
+        raise JobGone(str(exc)) from None
+    raise JobGone(f"job {job_id} holds no translation of {name}")
+
+
+def _settle_refused(
+    store: JobStore, inbox: str, written: dict[str, str], blocked: dict[str, RefusedFile], dropped: list[str]
+) -> str:
+    """Record what a scan found of the files whose output the outbox refused: `written` (name
+    -> digest) delivered now, `blocked` still refused, `dropped` records to forget (files
+    changed or gone, records that are not records). Logs those still refused; returns the
+    run's message about those written."""
+    store.runs.mark_seen(inbox, written)
+    store.runs.mark_refused(inbox, blocked)
+    store.runs.forget_refused(inbox, [*dropped, *written])
+    if blocked:
+        logger.warning(
+            "inbox %s: %d file(s) not delivered, the outbox refuses them (not translated again "
+            "while unchanged): %s",
+            inbox,
+            len(blocked),
+            "; ".join(record.error for record in blocked.values()),
+        )
+    return "; ".join(f"{name}: delivered, the outbox refused it before" for name in written)
 
 
 def _settings_digest(entry: InboxEntry, options: ReadOptions) -> str:
@@ -425,7 +535,7 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
     except DocumentError as exc:
         store.runs.save(replace(run, state=FAILED, finished=time.time(), message=str(exc)))
         return
-    delivered, problems = dict(run.files), []
+    delivered, problems, refused = dict(run.files), [], {}
     if info.state == PARTIAL:
         problems.append(f"{info.dead} sentences left untranslated (dead letters of job {run.job})")
     superseded = {  # files that a later run submitted again (they changed): its output wins
@@ -441,16 +551,20 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             problems.append(f"{name}: not delivered, a later run submitted it again")
             delivered.pop(name, None)
             continue
-        originals = [Path(entry.inbox) / name] if record.fmt == "parquet" and name else []
         try:
-            write_document(rendered, contained(outbox, record.target), originals)
+            _write(rendered, entry, name, contained(outbox, record.target))
         except OriginalMissing as exc:
             problems.append(f"{exc} (not delivered; submitted again at the next run)")
             delivered.pop(name or "", None)
         except (DocumentError, OSError) as exc:  # the outbox refused it: the others go on
-            problems.append(f"{failure(record.target, exc)} (not delivered; submitted again at the next run)")
-            delivered.pop(name or "", None)
+            why = failure(record.target, exc)
+            if name is None or name not in delivered:  # none of the run's files (tampered with)
+                problems.append(f"{why} (not delivered)")
+                continue
+            refused[name] = RefusedFile(delivered.pop(name), why, time.time(), run.job)
+            problems.append(f"{why} (not delivered; written by a later run once the outbox takes it)")
     store.runs.mark_seen(run.inbox, delivered)
+    store.runs.mark_refused(run.inbox, refused)
     message = "; ".join(problems)
     store.runs.save(
         replace(
@@ -462,6 +576,13 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             message=message,
         )
     )
+
+
+def _write(rendered: Rendered, entry: InboxEntry, name: str | None, target: Path) -> None:
+    """Write a document of a job of the entry to `target` (`write_document`); a Parquet one
+    from its file `name` in the inbox, which must be unchanged since the scan."""
+    originals = [Path(entry.inbox) / name] if rendered.record.fmt == "parquet" and name else []
+    write_document(rendered, target, originals)
 
 
 def _inbox_name(inbox: Path, record: DocumentRecord) -> str | None:

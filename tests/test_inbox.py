@@ -464,8 +464,10 @@ def test_an_output_the_outbox_refuses_fails_that_file_alone_and_the_scan_goes_on
     run = run_inbox(store, entry)  # delivers the first run, then scans
     first = store.runs.list("docs")[0]
     assert first.state == DELIVERED  # the reason, as fetch words it: not the temporary file's name
-    assert first.message == "a.txt: Is a directory (not delivered; submitted again at the next run)"
-    assert run.state == SUBMITTED and sorted(run.files) == ["a.txt", "b.txt"]  # a.txt: again
+    assert first.message == (
+        "a.txt: Is a directory (not delivered; written by a later run once the outbox takes it)"
+    )
+    assert run.state == SUBMITTED and list(run.files) == ["b.txt"]  # a.txt: not translated again
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_and_the_others_submitted(store, entry):
@@ -768,3 +770,130 @@ def test_a_translation_longer_than_the_model_writes_fails_its_run_not_the_others
     assert sorted(later.files) == ["a.txt", "b.txt"]
     assert store.runs.get("docs", later.run_id).state == DELIVERED
     assert (Path(entry.outbox) / "a.txt").stat().st_size < 1000
+
+
+def refused_now(store: JobStore, name: str = "docs") -> dict[str, str]:
+    """File name -> error of the files whose output the entry's outbox refuses now (none corrupt)."""
+    files, corrupt = store.runs.read_refused(name)
+    assert not corrupt
+    return {file: record.error for file, record in files.items()}
+
+
+def refuse_a_txt(store: JobStore, entry: InboxEntry) -> tuple[InboxRun, Path]:
+    """Submit and finish a.txt, put a directory in the place of its output, and run the entry:
+    the delivery is refused. Returns the run that submitted it, and the directory."""
+    first = run_inbox(store, entry)
+    finish(store, first.job)
+    blocking = Path(entry.outbox) / "a.txt"
+    blocking.mkdir(parents=True)
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert store.runs.get("docs", first.run_id).state == DELIVERED
+    return first, blocking
+
+
+def test_an_output_the_outbox_refuses_is_written_once_the_way_is_clear_never_translated_again(
+    store, entry, caplog
+):
+    """A directory in the place of a.txt's output: every later run submitted a.txt again,
+    translated it again, and had its output refused again."""
+    first, blocking = refuse_a_txt(store, entry)
+    for _ in range(2):
+        assert run_inbox(store, entry).state == NOTHING_NEW
+    assert store.job_ids() == [first.job]  # translated once
+    assert refused_now(store) == {"a.txt": "a.txt: Is a directory"}
+    assert store.runs.read_refused("docs")[0]["a.txt"].job == first.job
+    assert "a.txt" not in store.runs.seen("docs")
+    assert "docs: 1 file(s) not delivered, the outbox refuses them" in caplog.text
+    assert 0 < store.client.ttl(InboxKeys("docs").refused) <= defaults.INBOX_RECORDS_TTL
+    blocking.rmdir()
+    run = run_inbox(store, entry)  # written from the first job's translation
+    assert run.state == NOTHING_NEW and run.message == "a.txt: delivered, the outbox refused it before"
+    assert blocking.read_text(encoding="utf-8") == "译0\n"
+    assert store.job_ids() == [first.job] and refused_now(store) == {}
+    assert store.runs.seen("docs") == first.files
+    run = run_inbox(store, entry)
+    assert run.state == NOTHING_NEW and not run.message
+
+
+def test_a_refused_file_that_changes_is_translated_again_and_one_that_leaves_is_forgotten(store, entry):
+    first, _ = refuse_a_txt(store, entry)
+    (Path(entry.inbox) / "a.txt").write_text("Hello again.\n", encoding="utf-8")
+    second = run_inbox(store, entry)
+    assert second.state == SUBMITTED and list(second.files) == ["a.txt"] and refused_now(store) == {}
+    finish(store, second.job)
+    assert run_inbox(store, entry).state == NOTHING_NEW  # refused again: this version's record
+    refused, _ = store.runs.read_refused("docs")
+    assert refused["a.txt"].job == second.job and refused["a.txt"].digest == second.files["a.txt"]
+    (Path(entry.inbox) / "a.txt").unlink()
+    assert run_inbox(store, entry).state == NOTHING_NEW and refused_now(store) == {}
+
+
+def test_a_refused_file_whose_translation_expired_is_submitted_again_once_the_way_is_clear(store, entry):
+    first, blocking = refuse_a_txt(store, entry)
+    store.discard(first.job)  # its results expired
+    assert run_inbox(store, entry).state == NOTHING_NEW  # still in the way: not translated again
+    assert refused_now(store) == {"a.txt": "a.txt: Is a directory"}
+    blocking.rmdir()
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and refused_now(store) == {}
+    finish(store, run.job)
+    run_inbox(store, entry)
+    assert blocking.read_text(encoding="utf-8") == "译0\n"
+
+
+def test_a_file_in_the_place_of_an_output_directory_keeps_its_outputs_until_it_goes(store, entry):
+    (Path(entry.inbox) / "a.txt").unlink()
+    (Path(entry.inbox) / "sub").mkdir()
+    (Path(entry.inbox) / "sub" / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    first = run_inbox(store, entry)
+    finish(store, first.job)
+    blocking = Path(entry.outbox) / "sub"
+    blocking.parent.mkdir()
+    blocking.write_text("in the way\n", encoding="utf-8")
+    for _ in range(2):  # the delivery, then a run that sees the file still in the way
+        assert run_inbox(store, entry).state == NOTHING_NEW
+        assert refused_now(store) == {
+            "sub/b.txt": f"sub/b.txt: Not a directory ({blocking} exists and is not a directory)"
+        }
+    assert store.job_ids() == [first.job]
+    blocking.unlink()
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert (blocking / "b.txt").read_text(encoding="utf-8") == "译0\n" and refused_now(store) == {}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in any directory")
+def test_an_outbox_that_cannot_be_written_keeps_its_outputs_until_it_can(store, entry):
+    first = run_inbox(store, entry)
+    finish(store, first.job)
+    outbox = Path(entry.outbox)
+    outbox.mkdir()
+    outbox.chmod(0o555)
+    try:
+        for _ in range(2):
+            assert run_inbox(store, entry).state == NOTHING_NEW
+            assert refused_now(store) == {"a.txt": "a.txt: Permission denied"}
+    finally:
+        outbox.chmod(0o755)
+    assert store.job_ids() == [first.job]
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert (outbox / "a.txt").read_text(encoding="utf-8") == "译0\n"
+
+
+@pytest.mark.parametrize("field, value", [("job", "../x"), ("job", "otherjob"), ("job", None), ("digest", 5)])
+def test_a_refused_file_record_tampered_with_has_its_file_submitted_again(store, entry, caplog, field, value):
+    """A record that is not one is dropped at once; one naming no job of the entry once the
+    way is clear: either way a.txt is translated again, and nothing written from elsewhere."""
+    _, blocking = refuse_a_txt(store, entry)
+    blocking.rmdir()
+    key = InboxKeys("docs").refused
+    record = json.loads(store.client.hget(key, "a.txt"))
+    if value is None:
+        del record[field]
+    else:
+        record[field] = value
+    store.client.hset(key, "a.txt", json.dumps(record))
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and refused_now(store) == {}
+    assert not blocking.exists()
+    if field == "digest" or value is None:
+        assert "tq:inbox:docs:refused entry 'a.txt' is not a refused-file record" in caplog.text
