@@ -17,7 +17,8 @@ from store.config import POOLS
 if TYPE_CHECKING:
     from celery import Celery
 
-#: Invalid files of an inbox listed by `transqueue runs` (the count says how many more).
+#: Invalid files of an inbox, and files whose output its outbox refused, listed by
+#: `transqueue runs` (the count says how many more).
 INVALID_SHOWN = 20
 
 #: What a scheduler started without TRANSQUEUE_SCHEDULE says: it still consumes the inbox
@@ -193,16 +194,19 @@ def metrics_command(port: int | None, addr: str) -> None:
 @click.argument("inbox")
 def runs_command(inbox: str) -> None:
     """List the recorded runs of a scheduled inbox entry, oldest first, then the files of its
-    inbox that are not translated now because they are invalid (up to INVALID_SHOWN of them).
+    inbox that are not translated now because they are invalid, and those not delivered now
+    because the outbox refused their output (up to INVALID_SHOWN of each).
 
-    A record that is not a run or an invalid file (tampered with) is one error line naming its
-    key and entry, after the rest (exit status 1); the next scan of the entry replaces or
-    drops it.
+    A record that is not a run, an invalid file or a refused file (tampered with) is one
+    error line naming its key and entry, after the rest (exit status 1); the next scan of the
+    entry replaces or drops it.
     """
     store = cli_store()
     runs, corrupt = store.runs.read(inbox)
     invalid, corrupt_invalid = store.runs.read_invalid(inbox)
-    if not (runs or corrupt or invalid or corrupt_invalid):
+    refused, corrupt_refused = store.runs.read_refused(inbox)
+    problems = [*corrupt, *corrupt_invalid, *corrupt_refused]
+    if not (runs or invalid or refused or problems):
         # a name mistyped looks the same as an entry not run yet: say so
         click.echo(
             f"no runs recorded for inbox {inbox!r}: not run yet, or not the name of an entry", err=True
@@ -220,17 +224,32 @@ def runs_command(inbox: str) -> None:
             echo_printable(f"    invalid {name}: {error}")
         for name, why in sorted(run.skipped.items()):
             echo_printable(f"    skipped {name}: {why} (tried again next run)")
-    if invalid:
-        files = "file" if len(invalid) == 1 else "files"
-        click.echo(f"not translated now: {len(invalid)} invalid {files} (tried again once changed)")
-        for name, record in list(invalid.items())[:INVALID_SHOWN]:
-            echo_printable(f"    {name}: {record.error} (found {_utc(record.found)})")
-        if len(invalid) > INVALID_SHOWN:
-            click.echo(f"    … and {len(invalid) - INVALID_SHOWN} more")
-    for problem in [*corrupt, *corrupt_invalid]:
+    _echo_files(
+        "not translated now: {} invalid {} (tried again once changed)",
+        [f"{name}: {record.error} (found {_utc(record.found)})" for name, record in invalid.items()],
+    )
+    _echo_files(
+        "not delivered now: {} {} the outbox refused (written once it takes them; translated "
+        "again only if changed)",
+        [f"{record.error} (since {_utc(record.found)})" for record in refused.values()],
+    )
+    for problem in problems:
         echo_printable(f"Error: {problem}", err=True)
-    if corrupt or corrupt_invalid:
+    if problems:
         click.get_current_context().exit(1)
+
+
+def _echo_files(header: str, lines: list[str]) -> None:
+    """`header` with the count of `lines` and "file" or "files" put in, then the first
+    INVALID_SHOWN of the lines, indented (stored text: escaped), and how many more; nothing
+    without lines."""
+    if not lines:
+        return
+    click.echo(header.format(len(lines), "file" if len(lines) == 1 else "files"))
+    for line in lines[:INVALID_SHOWN]:
+        echo_printable(f"    {line}")
+    if len(lines) > INVALID_SHOWN:
+        click.echo(f"    … and {len(lines) - INVALID_SHOWN} more")
 
 
 def _utc(when: float) -> str:

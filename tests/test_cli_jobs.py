@@ -853,6 +853,32 @@ def test_runs_of_an_entry_with_only_an_invalid_file_lists_it_as_one(redis_server
     ]
 
 
+def test_runs_lists_the_files_whose_output_the_outbox_refused(redis_server, monkeypatch):
+    from cli import service
+    from store.runs import RefusedFile, RunStore
+
+    redis_server.client().flushdb()
+    monkeypatch.setattr(service, "INVALID_SHOWN", 1)
+    RunStore(redis_server.client()).mark_refused(
+        "docs", {f"{n}.txt": RefusedFile("d", f"{n}.txt: Is a directory{TITLE}", 4.0, "j") for n in range(2)}
+    )
+    redis_server.client().hset("tq:inbox:docs:refused", "x.txt", '{"digest": "d"}')
+    result = CliRunner().invoke(main, ["runs", "docs"], env={"TRANSQUEUE_REDIS_URL": redis_server.url})
+    assert result.exit_code == 1 and "no runs recorded" not in result.output, result.output
+    assert_escaped(result.output)
+    lines = result.output.splitlines()
+    assert lines[:3] == [
+        "not delivered now: 2 files the outbox refused (written once it takes them; translated again "
+        "only if changed)",
+        f"    0.txt: Is a directory{SHOWN_TITLE} (since 1970-01-01 00:00:04)",
+        "    … and 1 more",
+    ]
+    assert lines[3].startswith(
+        "Error: tq:inbox:docs:refused entry 'x.txt' is not a refused-file record of this transqueue ("
+    )
+    assert len(lines) == 4
+
+
 def test_runs_says_how_many_of_a_run_s_files_were_delivered(redis_server):
     from store.runs import DELIVERED, InboxRun, RunStore
 
