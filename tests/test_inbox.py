@@ -879,6 +879,20 @@ def test_an_outbox_that_cannot_be_written_keeps_its_outputs_until_it_can(store, 
     assert (outbox / "a.txt").read_text(encoding="utf-8") == "译0\n"
 
 
+def test_a_refused_output_waits_while_its_directory_is_seen_not_writable(store, entry, monkeypatch):
+    """The test above, where the scheduler runs as root (os.access made to say no): no write
+    is tried while the directory's permissions say it would fail."""
+    first, blocking = refuse_a_txt(store, entry)
+    blocking.rmdir()
+    outbox, access = Path(entry.outbox), os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != outbox and access(path, mode))
+    assert run_inbox(store, entry).state == NOTHING_NEW
+    assert refused_now(store) == {"a.txt": "a.txt: Permission denied"} and not blocking.exists()
+    monkeypatch.setattr(os, "access", access)
+    assert run_inbox(store, entry).message == "a.txt: delivered, the outbox refused it before"
+    assert blocking.read_text(encoding="utf-8") == "译0\n" and store.job_ids() == [first.job]
+
+
 @pytest.mark.parametrize("field, value", [("job", "../x"), ("job", "otherjob"), ("job", None), ("digest", 5)])
 def test_a_refused_file_record_tampered_with_has_its_file_submitted_again(store, entry, caplog, field, value):
     """A record that is not one is dropped at once; one naming no job of the entry once the
