@@ -226,6 +226,7 @@ def _submit_new(store: JobStore, entry: InboxEntry, run: InboxRun) -> InboxRun:
     store.runs.forget_seen(entry.name, [name for name in seen if name not in named])
     # invalid-file records to drop: not records, files gone, and (below) files changed
     dropped = [problem.entry for problem in corrupt] + [name for name in known if name not in named]
+    # refused-file records to drop: the same, and files whose translation is gone (below)
     unrefused = [problem.entry for problem in corrupt_refused] + [
         name for name in refused if name not in named
     ]
