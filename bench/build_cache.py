@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 #: Bumped when the way bundles are built changes, so that cached bundles are remade.
-BUNDLE_VERSION = 16
+BUNDLE_VERSION = 17
 
 
 def cached(work: Path, kind: str, parameters: dict) -> Path:

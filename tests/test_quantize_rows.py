@@ -62,17 +62,11 @@ def exact_parts(x: np.ndarray, weight: np.ndarray, levels: int) -> tuple[np.ndar
     w_q, w_scale = quantized_weight(weight, levels)
     low = np.minimum(x.min(axis=-1, keepdims=True), 0)
     high = np.maximum(x.max(axis=-1, keepdims=True), 0)
-    scale = (high - low) / np.float32(255)
+    scale = np.maximum(high - low, np.float32(2.0**-100)) / np.float32(255)  # the least span
     zero = np.rint(-(low / scale))
     q = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64)
     exact = (q @ w_q - zero.astype(np.int64) * w_q.sum(axis=0)).astype(np.float32)
     return exact, scale, w_scale
-
-
-def reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
-    """`matmul`'s result: the exact integer part times (row scale · weight scale)."""
-    exact, scale, w_scale = exact_parts(x, weight, levels)
-    return exact * (scale * w_scale)
 
 
 def symmetric_reference(x: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
@@ -172,11 +166,11 @@ def test_weight_levels_beyond_exact_int16_sums_are_refused():
         RowQuantizer(graph, 65)
 
 
-def lm_head_session(weight: np.ndarray, levels: int) -> ort.InferenceSession:
+def lm_head_session(weight: np.ndarray, bias: np.ndarray, levels: int) -> ort.InferenceSession:
     """`RowQuantizer.matmul_rows` (the lm_head's form) over a 2-D input."""
     rows, columns = weight.shape
-    w_scale = (np.abs(weight).max(axis=0) / levels).astype(np.float32)
-    w_q = np.clip(np.rint(weight / w_scale), -levels, levels).astype(np.int8)
+    w_q, w_scale = quantized_weight(weight, levels)
+    w_q = w_q.astype(np.int8)
     graph = helper.make_graph(
         [],
         "g",
@@ -185,24 +179,30 @@ def lm_head_session(weight: np.ndarray, levels: int) -> ort.InferenceSession:
         [numpy_helper.from_array(w_q, "w"), numpy_helper.from_array(w_scale, "w.scale")],
     )
     quantizer = RowQuantizer(graph, levels)
-    graph.node.extend(quantizer.matmul_rows("x", w_q, "w", "w.scale", "y"))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    graph.node.extend(quantizer.matmul_rows("x", w_q, "w", w_scale, "w.scale", bias, "y"))
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     onnx.checker.check_model(model)
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def test_the_lm_head_form_keeps_the_integer_part_exact_and_rows_independent():
+def test_the_lm_head_form_gives_the_logits_over_the_row_scale_with_rows_independent():
     rng = np.random.default_rng(2)
     levels = max_exact_weight_level()
     weight = rng.standard_normal((512, 300)).astype(np.float32)
     weight[:, 0] = 1.0  # the widest integer sums: 512 · 255 · 64
-    x = (rng.standard_normal((33, 512)) * rng.uniform(0.01, 100, (33, 1))).astype(np.float32)
-    x[0] = 1.0
-    session = lm_head_session(weight, levels)
+    bias = rng.standard_normal(300).astype(np.float32)
+    x = (rng.standard_normal((34, 512)) * rng.uniform(0.01, 100, (34, 1))).astype(np.float32)
+    x[0], x[1] = 1.0, 0.0  # a constant row; a row of zeros, whose logits are the bias
+    session = lm_head_session(weight, bias, levels)
     together = session.run(None, {"x": x})[0]
     exact, scale, w_scale = exact_parts(x, weight, levels)
-    assert np.array_equal(together, exact * scale * w_scale)  # (exact · row scale) · weight scale
-    for row in range(33):
+    logits = exact.astype(np.float64) * w_scale * scale + bias
+    assert np.allclose(together * scale, logits, rtol=1e-5, atol=1e-6 * np.abs(logits).max())
+    assert np.array_equal(together.argmax(axis=1), logits.argmax(axis=1))
+    assert np.isfinite(together).all() and together[1].argmax() == bias.argmax()
+    for row in range(34):
         assert session.run(None, {"x": x[row : row + 1]})[0].tobytes() == together[row : row + 1].tobytes()
 
 
@@ -211,7 +211,8 @@ def test_the_lm_head_form_refuses_sums_float32_cannot_hold_exactly():
     graph = helper.make_graph([], "g", [], [])
     too_wide = np.full((1100, 4), levels, dtype=np.int8)  # 1100 · 255 · 64 > 2^24
     with pytest.raises(ValueError, match="not exact in float32"):
-        RowQuantizer(graph, levels).matmul_rows("x", too_wide, "w", "w.scale", "y")
+        scale, bias = np.ones(4, np.float32), np.zeros(4, np.float32)
+        RowQuantizer(graph, levels).matmul_rows("x", too_wide, "w", scale, "w.scale", bias, "y")
 
 
 CONSTANTS = {"half": 0.5, "one": 1.0, "root2": 2**0.5}

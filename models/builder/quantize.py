@@ -39,9 +39,10 @@ EMBEDDING_INT8 = "embed_tokens.int8_t"
 #: The int8 schemes `QuantizeOptions.scheme` accepts.
 SCHEMES = ("row", "tensor")
 
-#: Emits the lm_head: (hidden, the int8 [d_model, vocab] matrix, output) → nodes that
-#: compute hidden · dequantized matrix into output.
-LmHead = Callable[[str, np.ndarray, str], list[onnx.NodeProto]]
+#: Emits the lm_head: (hidden, the int8 [d_model, vocab] matrix, the bias initializer,
+#: logits) → nodes that compute hidden · dequantized matrix + bias into logits (or, the row
+#: scheme's, logits that keep the argmax of each row: `RowQuantizer.matmul_rows`).
+LmHead = Callable[[str, np.ndarray, str, str], list[onnx.NodeProto]]
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _consumers(graph, name: str) -> list:
     return [node for node in graph.node if name in node.input]
 
 
-def dynamic_lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.NodeProto]:
+def dynamic_lm_head(hidden: str, matrix: np.ndarray, bias: str, logits: str) -> list[onnx.NodeProto]:
     """The "tensor" scheme's lm_head: one uint8 scale and zero point for the whole input."""
     node = helper.make_node
     return [
@@ -78,7 +79,8 @@ def dynamic_lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.N
         node("MatMulInteger", ["lm.h_q", EMBEDDING_INT8, "lm.h_zp"], ["lm.acc"]),
         node("Cast", ["lm.acc"], ["lm.acc_f"], to=TensorProto.FLOAT),
         node("Mul", ["lm.h_scale", EMBEDDING_SCALE], ["lm.scale"]),
-        node("Mul", ["lm.acc_f", "lm.scale"], [output]),
+        node("Mul", ["lm.acc_f", "lm.scale"], ["lm.scaled"]),
+        node("Add", ["lm.scaled", bias], [logits]),
     ]
 
 
@@ -128,8 +130,7 @@ def quantize_tied_embedding(
     head = [
         # lm_head: u8 activations × s8 weights, scales applied after, then the bias
         helper.make_node("Transpose", [EMBEDDING_ROWS], [EMBEDDING_INT8], perm=[1, 0]),
-        *lm_head(hidden, np.ascontiguousarray(rows.T), "lm.scaled"),
-        helper.make_node("Add", ["lm.scaled", bias], [logits]),
+        *lm_head(hidden, np.ascontiguousarray(rows.T), bias, logits),
     ]
     graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "emb.axis"))
     for old, new in ((gather, lookup), (gemm, head)):
@@ -165,8 +166,14 @@ def quantize_rows(model: onnx.ModelProto, weight_levels: int) -> onnx.ModelProto
     """The "row" scheme: the tied embedding and every constant-weight MatMul."""
     quantizer = RowQuantizer(model.graph, weight_levels)
 
-    def lm_head(hidden: str, matrix: np.ndarray, output: str) -> list[onnx.NodeProto]:
-        return quantizer.matmul_rows(hidden, matrix, EMBEDDING_INT8, EMBEDDING_SCALE, output)
+    def lm_head(hidden: str, matrix: np.ndarray, bias: str, logits: str) -> list[onnx.NodeProto]:
+        initializers = {init.name: init for init in model.graph.initializer}
+        if bias not in initializers:
+            raise ValueError(f"expected the lm_head's bias {bias!r} to be a constant")
+        model.graph.initializer.remove(initializers[bias])  # folded into the lm_head's Gemm
+        scale = numpy_helper.to_array(initializers[EMBEDDING_SCALE])
+        values = numpy_helper.to_array(initializers[bias]).reshape(-1)
+        return quantizer.matmul_rows(hidden, matrix, EMBEDDING_INT8, scale, EMBEDDING_SCALE, values, logits)
 
     model = quantize_tied_embedding(model, lm_head, weight_levels)
     return quantize_matmuls(model, quantizer)
