@@ -345,7 +345,7 @@ def _retry_refused(
         if error is None:
             _write_translation(store, entry, record.job, name, target)
             return None
-    except (DocumentError, OSError) as exc:
+    except OSError as exc:  # the outbox refused it again
         error = exc
     return replace(record, error=failure(target.relative_to(entry.outbox), error))
 
@@ -369,8 +369,9 @@ def _in_the_way(target: Path) -> OSError | None:
 def _write_translation(store: JobStore, entry: InboxEntry, job_id: str, name: str, target: Path) -> None:
     """Write the translation of inbox file `name` that job `job_id` holds to `target`.
     JobGone when the job does not hold it (any more): expired, cancelled, not a finished job
-    of the entry that has the file, or records of it that are not what this transqueue
-    writes (a job id, a record or a translation tampered with)."""
+    of the entry that has the file, records of it that are not what this transqueue writes
+    (a job id, a record, a layout or a translation tampered with, results gone), or a
+    Parquet original that changed."""
     try:
         info = store.info(job_id)
         if info is None or not info.finished or info.state == CANCELLED:
@@ -381,7 +382,7 @@ def _write_translation(store: JobStore, entry: InboxEntry, job_id: str, name: st
             if _inbox_name(Path(entry.inbox), rendered.record) == name:
                 _write(rendered, entry, name, target)
                 return
-    except (CorruptRecord, BadName) as exc:
+    except (CorruptRecord, BadName, DocumentError) as exc:
         raise JobGone(str(exc)) from None
     raise JobGone(f"job {job_id} holds no translation of {name}")
 
@@ -554,10 +555,12 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             continue
         try:
             _write(rendered, entry, name, contained(outbox, record.target))
-        except OriginalMissing as exc:
-            problems.append(f"{exc} (not delivered; submitted again at the next run)")
+        except DocumentError as exc:  # the original changed, or the job's records are not
+            # what was stored (a layout, a window's results gone): a new job reads it again
+            why = str(exc) if isinstance(exc, OriginalMissing) else failure(record.target, exc)
+            problems.append(f"{why} (not delivered; submitted again at the next run)")
             delivered.pop(name or "", None)
-        except (DocumentError, OSError) as exc:  # the outbox refused it: the others go on
+        except OSError as exc:  # the outbox refused it: the others go on
             why = failure(record.target, exc)
             if name is None or name not in delivered:  # none of the run's files (tampered with)
                 problems.append(f"{why} (not delivered)")

@@ -841,6 +841,37 @@ def test_a_refused_file_whose_translation_expired_is_submitted_again_once_the_wa
     assert blocking.read_text(encoding="utf-8") == "译0\n"
 
 
+MALFORMED_LAYOUT = '{"segments": 5, "parts": []}'
+
+
+def test_a_job_whose_records_cannot_be_rendered_is_submitted_again_not_taken_for_a_refusal(store, entry):
+    """A stored layout that is not one (the job's own records, not the outbox): the file was
+    remembered as refused and never translated again while the job lived."""
+    first = run_inbox(store, entry)
+    finish(store, first.job)
+    store.client.hset(JobKeys(first.job).layouts, "0:0", MALFORMED_LAYOUT)
+    again = run_inbox(store, entry)  # the delivery fails, then the scan submits a.txt again
+    delivery = store.runs.get("docs", first.run_id)
+    assert "stored document is malformed" in delivery.message
+    assert delivery.message.endswith("(not delivered; submitted again at the next run)")
+    assert refused_now(store) == {} and not (Path(entry.outbox) / "a.txt").exists()
+    assert again.state == SUBMITTED and list(again.files) == ["a.txt"]
+    finish(store, again.job)
+    run_inbox(store, entry)
+    assert (Path(entry.outbox) / "a.txt").read_text(encoding="utf-8") == "译0\n"
+
+
+def test_a_refused_file_whose_job_cannot_be_rendered_any_more_is_submitted_again(store, entry):
+    first, blocking = refuse_a_txt(store, entry)
+    store.client.hset(JobKeys(first.job).layouts, "0:0", MALFORMED_LAYOUT)
+    blocking.rmdir()
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and refused_now(store) == {}
+    finish(store, run.job)
+    run_inbox(store, entry)
+    assert blocking.read_text(encoding="utf-8") == "译0\n"
+
+
 def test_a_file_in_the_place_of_an_output_directory_keeps_its_outputs_until_it_goes(store, entry):
     (Path(entry.inbox) / "a.txt").unlink()
     (Path(entry.inbox) / "sub").mkdir()
