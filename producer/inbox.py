@@ -569,7 +569,7 @@ def _write_outputs(store: JobStore, run: InboxRun, entry: InboxEntry) -> None:
             problems.append(f"{why} (not delivered; written by a later run once the outbox takes it)")
     store.runs.mark_seen(run.inbox, delivered)
     store.runs.mark_refused(run.inbox, refused)
-    message = "; ".join(problems)
+    message = "; ".join([run.message, *problems] if run.message else problems)  # the scan's kept
     store.runs.save(
         replace(
             run,

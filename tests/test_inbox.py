@@ -815,6 +815,21 @@ def test_an_output_the_outbox_refuses_is_written_once_the_way_is_clear_never_tra
     assert run.state == NOTHING_NEW and not run.message
 
 
+def test_a_refused_output_written_by_a_run_that_submits_stays_in_that_run_s_message(store, entry):
+    first, blocking = refuse_a_txt(store, entry)
+    blocking.rmdir()
+    (Path(entry.inbox) / "b.txt").write_text("Good night.\n", encoding="utf-8")
+    run = run_inbox(store, entry)
+    assert run.state == SUBMITTED and list(run.files) == ["b.txt"]
+    finish(store, run.job)
+    deliver_finished(store, entry)
+    delivered = store.runs.get("docs", run.run_id)
+    assert (
+        delivered.state == DELIVERED and delivered.message == "a.txt: delivered, the outbox refused it before"
+    )
+    assert blocking.read_text(encoding="utf-8") == "译0\n"
+
+
 def test_a_refused_file_that_changes_is_translated_again_and_one_that_leaves_is_forgotten(store, entry):
     first, _ = refuse_a_txt(store, entry)
     (Path(entry.inbox) / "a.txt").write_text("Hello again.\n", encoding="utf-8")
