@@ -385,7 +385,9 @@ class Translator:
         return DecoderCache(self._decoder, self.config.decoder_layers, mask, cross)
 
     def step_logits(self, source_ids: np.ndarray, tokens: list[int]) -> Iterator[np.ndarray]:
-        """Raw logits after each of `tokens` (teacher forcing), for validation."""
+        """The decoder's logits after each of `tokens` (teacher forcing), for validation; an
+        int8 row-scheme decoder's are each row's divided by its activation scale (the same
+        argmax: README "The int8 decoder")."""
         cache = self.start([source_ids])
         for token in tokens:
             yield cache.step(np.array([token], dtype=np.int64))[0]
