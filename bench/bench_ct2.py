@@ -30,8 +30,11 @@ CTranslate2 int8 on all cores); and W3, each engine in a fresh process: seconds 
 process start (imports included; the engine's model files read once before, so that they
 are in the page cache) until it has translated one sentence, RSS then, and peak
 RSS after the bulk run above (VmHWM), once per round for every engine (median, min–max).
-W2 is the bulk table; W4, a whole worker on a real
-Redis, is bench/bench_pool.py.
+W2 is the bulk table. W4: a whole `transqueue worker` (solo, the default) on a real Redis,
+with the int8 bundle (the opus-sized one's source tokenizer padded to an opus-mt
+source.spm's 32,000 pieces, for its load time), translating a job of `W4_SENTENCES`
+sentences once per round: ready time, sentences/s and the whole worker's peak RSS
+(bench/bench_pool.py's measurement, which compares pools and sizes besides).
 """
 
 from __future__ import annotations
@@ -48,9 +51,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+import bench_pool  # noqa: E402
 import opus_sized  # noqa: E402
 import torch_greedy  # noqa: E402
-from build_cache import bundle, cached, compile_package, page_in  # noqa: E402
+from build_cache import bundle, cached, compile_package, padded_source, page_in  # noqa: E402
 from report import publish  # noqa: E402
 
 from models.builder.quantize import QuantizeOptions  # noqa: E402
@@ -61,6 +65,10 @@ from models.threads import cpu_budget  # noqa: E402
 from models.translator import BatchOptions, SessionOptions, Translator  # noqa: E402
 
 WORK = ROOT / "build" / "bench-ct2"
+#: W4: the sentences of the whole worker's job (bench_pool.py's corpus), and its case: the
+#: defaults a deployed worker runs (pool, chunk size, max batch).
+W4_SENTENCES = 300
+W4_CASE = ("solo-1x2", bench_pool.CHUNK_SIZE, bench_pool.MAX_BATCH)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class Model:
     checkpoint: Callable[[], Path]
     bundle: Callable[[QuantizeOptions], Path]
     parameters: dict
+    source_pieces: int = 0  # W4: the source tokenizer padded to this many pieces (0: as it is)
 
 
 DEMO = {"checkpoint": str(DEFAULT_OUT)}
@@ -81,7 +90,9 @@ MODELS = {
         lambda quantize: bundle(WORK, "demo-bundle", DEFAULT_OUT, DEMO, quantize),
         DEMO,
     ),
-    "opus-sized": Model("opus-sized", 400, opus_sized.checkpoint, opus_sized.bundle, opus_sized.parameters()),
+    "opus-sized": Model(
+        "opus-sized", 400, opus_sized.checkpoint, opus_sized.bundle, opus_sized.parameters(), 32_000
+    ),
 }
 
 
@@ -133,6 +144,14 @@ def main() -> None:
         "| model | engine | ready (s) | RSS when ready (MB) | peak RSS (MB) |",
         "| --- | --- | ---: | ---: | ---: |",
     ]
+    pool, chunk, batch = W4_CASE
+    worker = [
+        f"W4, a whole `transqueue worker` ({pool}, chunks of {chunk}, batches of at most {batch}) "
+        f"on a real Redis, a job of {W4_SENTENCES} sentences, once per round: median (min–max)",
+        "",
+        "| model | source pieces | ready (s) | sentences/s | peak RSS, whole worker (MB) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for name in args.models:
         model = MODELS[name]
         paths = bundles(model)
@@ -154,7 +173,20 @@ def main() -> None:
                 f"| {name} | {variant} | {len(sentences)} | {tokens[variant] / len(sentences):.1f} | "
                 f"{statistics.median(measured):.0f} | {_spread(ratios, 2)} |"
             )
-    publish("\n".join([*lines, "", *latency, "", *cold]), args.record)
+        worker.append(_worker_row(model, paths["row"], args.rounds))
+    publish("\n".join([*lines, "", *latency, "", *cold, "", *worker]), args.record)
+
+
+def _worker_row(model: Model, row_bundle: Path, rounds: int) -> str:
+    """W4's row: `transqueue worker` with the model's int8 bundle (`Model.source_pieces`)."""
+    served = padded_source(row_bundle, model.source_pieces) if model.source_pieces else row_bundle
+    sentences = bench_pool.read_sentences(bench_pool.DEFAULT_CORPUS, W4_SENTENCES)
+    results = bench_pool.measure_rounds([W4_CASE], str(served), sentences, rounds)
+    pieces = model.source_pieces or "as exported"
+    return (
+        f"| {model.name} | {pieces} | {_spread([r.ready_seconds for r in results], 2)} | "
+        f"{_spread([r.rate for r in results], 0)} | {_spread([r.peak_total_mb for r in results], 0)} |"
+    )
 
 
 def _latency(name: str, paths: dict[str, Path], cores: int, rounds: int, count: int) -> list[str]:

@@ -268,19 +268,27 @@ def main() -> None:
     if args.source_pieces:
         args.bundle = str(padded_source(Path(args.bundle or default_bundle_dir()), args.source_pieces))
     sentences = read_sentences(args.corpus, args.sentences)
+    cases = list(itertools.product(args.pools, args.chunk_sizes, args.max_batches))
+    results = measure_rounds(cases, args.bundle, sentences, args.rounds)
+    publish(report(results), args.record, f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")
+
+
+def measure_rounds(
+    cases: list[tuple[str, int, int]], bundle: str, sentences: list[str], rounds: int
+) -> list[Measurement]:
+    """Every case measured `rounds` times, the cases interleaved in each round, on a real
+    redis-server of their own (bench_ct2.py's W4 runs the default case so)."""
     with tempfile.TemporaryDirectory() as tmp:
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
         try:
-            cases = list(itertools.product(args.pools, args.chunk_sizes, args.max_batches))
-            results = [
-                measure(case, redis, args.bundle, sentences, Path(tmp) / f"round-{number}")
-                for number in range(args.rounds)
+            return [
+                measure(case, redis, bundle, sentences, Path(tmp) / f"round-{number}")
+                for number in range(rounds)
                 for case in cases
             ]
         finally:
             redis.kill()
-    publish(report(results), args.record, f"{len(sentences)} sentences, bundle {args.bundle or 'demo'}")
 
 
 if __name__ == "__main__":
