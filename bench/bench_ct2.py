@@ -1,7 +1,7 @@
 """transqueue's Translator against CTranslate2, side by side, on this machine.
 
     pip install -e '.[export,bench]'
-    python bench/bench_ct2.py [--rounds 3] [--record bench/ct2_results.md]
+    python bench/bench_ct2.py [--rounds 3] [--record bench/results/ct2.md]
 
 Two models: the demo model (a real, trained checkpoint: realistic output lengths) and
 "opus-sized", bench/opus_sized.py's stand-in for opus-mt-en-zh: a random model with its

@@ -2,7 +2,7 @@
 
     python bench/bench_inputs.py [--size-mb 50] [--inputs ordinary,one-line,markdown,reflow]
                                  [--commands translate,submit,fetch] [--code DIR --label NAME]
-                                 [--timeout 1800] [--record bench/inputs_results.md]
+                                 [--timeout 1800] [--record bench/results/inputs.md]
 
 Inputs, --size-mb each, written once under --work:
 - ordinary.txt: lines of one to three generated English sentences (about 130 bytes a line);

@@ -27,7 +27,7 @@ Run it on an otherwise idle machine, with the bundle the workers will really run
 
     python bench/bench_pool.py --bundle bundles/opus-mt-en-zh --sentences 300 \\
         --pools solo-1x2 --chunk-sizes 16 32 64 --max-batches 8 16 32 --rounds 3 \\
-        --record bench/pool_results.md
+        --record bench/results/pool.md
 
 Pin it to 2 cores (``taskset -c 0,1``) on a bigger machine, so the candidates get what a
 ``cpus: 2`` container gets.

@@ -2,7 +2,7 @@
 
     python bench/bench_stream.py [--sizes-mb 4,16] [--formats jsonl.zst,csv.gz]
                                  [--payload-kb 0] [--packed] [--model stand-in|demo]
-                                 [--work DIR] [--record bench/stream_results.md]
+                                 [--work DIR] [--record bench/results/stream.md]
 
 Each input is --sizes-mb megabytes of records (before compression, or with --packed after
 it), written once under --work. A record has an `id`, a `text` of one to three English

@@ -14,7 +14,7 @@ misplaced and dead-lettered, the job time, and each worker life's peak RSS and R
 (MB per 1,000 sentences it settled, fitted over its life's second half and over each
 quarter of it). Not a CI test:
 
-    python bench/soak.py --sentences 20000 --record bench/soak_results.md
+    python bench/soak.py --sentences 20000 --record bench/results/soak.md
 
 With --no-chaos nothing is killed or paused and there is no `translate` reference (the
 output's line count is checked instead): one long life per worker, to see whether its RSS
@@ -23,7 +23,7 @@ reaches a plateau. --joined makes each sentence two Tatoeba sentences joined int
 them in the translation memory:
 
     python bench/soak.py --workers 1 --no-chaos --joined --sentences 150000 \
-        --record bench/soak_results.md
+        --record bench/results/soak.md
 """
 
 from __future__ import annotations

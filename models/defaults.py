@@ -20,7 +20,7 @@ LENGTH_B = 16
 
 #: ORT intra-op threads per session run. Decoding steps are small: two sentences decoded
 #: side by side with one thread each beat one sentence on two threads by about 2x
-#: (bench/session_results.md), so a Translator spends its cores on sentences, not ops.
+#: (bench/results/session.md), so a Translator spends its cores on sentences, not ops.
 INTRA_OP_THREADS = 1
 
 #: ONNX Runtime graph optimisation level: "disable", "basic", "extended" or "all".

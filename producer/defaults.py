@@ -74,7 +74,7 @@ MAX_LINE_BYTES = _env_number("TRANSQUEUE_MAX_LINE_BYTES", 1 << 20, 1)
 #: starts. No file is read whole, so memory stays flat whatever the size of a file. The
 #: biggest windows cost the most: 50 MB of --reflow paragraphs of 4 MB each peak at 183 MB in
 #: `translate` and 242 MB in `submit`, of 7 MB each at 294 and 350 MB (ordinary Markdown: 92
-#: and 135 MB; bench/inputs_results.md), so 4 MiB, not 8.
+#: and 135 MB; bench/results/inputs.md), so 4 MiB, not 8.
 MAX_BLOCK_BYTES = _env_number("TRANSQUEUE_MAX_BLOCK_BYTES", 4 << 20, 1)
 
 #: Front matter (``---`` or ``+++`` on a Markdown file's first line) is only front matter if

@@ -41,7 +41,7 @@ def dump_document(document: Document) -> str:
 
     Written piece by piece into one buffer, so that a big document is never held as lists and
     dicts of its parts as well: for a text of short lines those took several times the size
-    of the JSON itself (bench/inputs_results.md).
+    of the JSON itself (bench/results/inputs.md).
     """
     out = io.StringIO()
     out.write('{"segments":[')

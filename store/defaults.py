@@ -30,7 +30,7 @@ THREADS = 2
 MAX_THREADS = 1024
 
 #: TRANSQUEUE_POOL: the Celery pool ("prefork", "solo" or "threads"), for `transqueue worker`
-#: and `celery -A worker worker` alike. bench/pool_results.md: solo with 2 threads is as fast
+#: and `celery -A worker worker` alike. bench/results/pool.md: solo with 2 threads is as fast
 #: as the best candidate and holds one copy of the model (docs/benchmarks.md, "A whole
 #: worker", gives its peak with an opus-mt-sized int8 bundle), while prefork holds one copy
 #: per process.
@@ -59,7 +59,7 @@ INBOX_QUEUE = "transqueue.inbox"
 #: batches of `MAX_BATCH`, its threads side by side, so a chunk must hold a batch per thread
 #: to keep every core busy: with 2 threads and batches of 8, 32 sentences translate about a
 #: third faster than 16 did with batches of 32 (one batch, one core idle), in the same memory
-#: (bench/pool_results.md; docs/benchmarks.md, "Chunk size, batch size and a worker's memory").
+#: (bench/results/pool.md; docs/benchmarks.md, "Chunk size, batch size and a worker's memory").
 #: 32 sentences still take a few seconds with an opus-mt-sized int8 model, far below the
 #: visibility timeout, and a crash repeats only that.
 CHUNK_SIZE = 32

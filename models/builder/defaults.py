@@ -26,7 +26,7 @@ ROW_WEIGHT_LEVELS = 64
 #: Row scheme: int8 decoding gets an int8 encoder too (token embedding as int8 rows with a
 #: scale each, every MatMul in the row scheme with one row per token). The opus-mt-sized
 #: encoder drops from 222 MB to 57 MB, which is what lets a worker fit its memory target;
-#: bench/memory_results.md and docs/benchmarks.md give the figures.
+#: bench/results/memory.md and docs/benchmarks.md give the figures.
 INT8_ENCODER = True
 
 #: Rows the validation decodes together: small batches keep an opus-mt-sized export's memory
