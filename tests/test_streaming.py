@@ -336,7 +336,7 @@ def test_the_block_limit_refuses_the_first_block_longer_than_it_whatever_the_win
 FIXTURES = [
     ROOT / "README.md",
     ROOT / "tests" / "data" / "jekyll_post.md",
-    *sorted((ROOT / "bench").glob("*.md")),
+    *sorted((ROOT / "bench").rglob("*.md")),
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "models" / "demo").glob("*.md")),
 ]
