@@ -122,7 +122,7 @@ def _text_window(document: Document, first_line: int) -> Window:
 
 
 def _cells_window(group: RowGroupCells) -> Window:
-    return Window([segment.text for segment in group.document().segments], dump_cells(group))
+    return Window(group.sentences(), dump_cells(group))
 
 
 def file_source(task: FileTask, out: Path) -> Source:

@@ -843,17 +843,23 @@ def test_a_refused_file_that_changes_is_translated_again_and_one_that_leaves_is_
     assert run_inbox(store, entry).state == NOTHING_NEW and refused_now(store) == {}
 
 
-def test_a_refused_file_whose_translation_expired_is_submitted_again_once_the_way_is_clear(store, entry):
-    first, blocking = refuse_a_txt(store, entry)
-    store.discard(first.job)  # its results expired
-    assert run_inbox(store, entry).state == NOTHING_NEW  # still in the way: not translated again
-    assert refused_now(store) == {"a.txt": "a.txt: Is a directory"}
+def cleared_then_translated_again(store: JobStore, entry: InboxEntry, blocking: Path) -> None:
+    """Remove the directory in the place of a.txt's output: the next run submits a.txt again
+    (its refusal forgotten), and once that job is done the run after writes it there."""
     blocking.rmdir()
     run = run_inbox(store, entry)
     assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and refused_now(store) == {}
     finish(store, run.job)
     run_inbox(store, entry)
     assert blocking.read_text(encoding="utf-8") == "译0\n"
+
+
+def test_a_refused_file_whose_translation_expired_is_submitted_again_once_the_way_is_clear(store, entry):
+    first, blocking = refuse_a_txt(store, entry)
+    store.discard(first.job)  # its results expired
+    assert run_inbox(store, entry).state == NOTHING_NEW  # still in the way: not translated again
+    assert refused_now(store) == {"a.txt": "a.txt: Is a directory"}
+    cleared_then_translated_again(store, entry, blocking)
 
 
 MALFORMED_LAYOUT = '{"segments": 5, "parts": []}'
@@ -879,12 +885,7 @@ def test_a_job_whose_records_cannot_be_rendered_is_submitted_again_not_taken_for
 def test_a_refused_file_whose_job_cannot_be_rendered_any_more_is_submitted_again(store, entry):
     first, blocking = refuse_a_txt(store, entry)
     store.client.hset(JobKeys(first.job).layouts, "0:0", MALFORMED_LAYOUT)
-    blocking.rmdir()
-    run = run_inbox(store, entry)
-    assert run.state == SUBMITTED and list(run.files) == ["a.txt"] and refused_now(store) == {}
-    finish(store, run.job)
-    run_inbox(store, entry)
-    assert blocking.read_text(encoding="utf-8") == "译0\n"
+    cleared_then_translated_again(store, entry, blocking)
 
 
 def test_a_file_in_the_place_of_an_output_directory_keeps_its_outputs_until_it_goes(store, entry):

@@ -162,3 +162,6 @@ def test_a_row_group_s_document_places_each_segment_in_its_cell():
     document = RowGroupCells(cells, ("text", "note"), 10).document()
     assert [s.index for s in document.segments] == [0, 1, 2]
     assert document.places == [(10, "text"), (10, "text"), (11, "note")]
+    assert (
+        RowGroupCells(cells).sentences() == [s.text for s in document.segments] == ["One.", "Two.", "Three."]
+    )

@@ -54,6 +54,10 @@ class RowGroupCells:
                 places += [(self.first_row + k % rows, self.columns[k // rows])] * len(cell.segments)
         return Document(None, segments, places=places if self.columns else None)
 
+    def sentences(self) -> list[str]:
+        """The text of each segment of ``document``, in its order, without building it."""
+        return [segment.text for cell in self.cells if cell is not None for segment in cell.segments]
+
     def render(self, translations: Sequence[str]) -> list[str | None]:
         """Each cell rendered with its segments' translations (``translations``: those of
         ``document``, in order); a null cell stays null."""
